@@ -1,0 +1,144 @@
+// A fiber is one line of execution: a spawned task and the chain of tasks it
+// awaits. Its bookkeeping lives in the spawned task's promise (no separate
+// allocation). Cancel nodes form the tree that cancellation walks.
+#pragma once
+
+#include <coroutine>
+#include <cstdint>
+#include <exception>
+
+#include "shoal/detail/spin_lock.hpp"
+#include "shoal/detail/sync_shim.hpp"
+
+namespace shoal::detail {
+
+class Scheduler;
+struct Fiber;
+struct CancelNode;
+struct PromiseBase;
+
+/// A wait that cancellation can interrupt. `cancel_wait` runs on the
+/// cancelling thread; it returns true if it took the waiter out of whatever
+/// it waited on, in which case the caller schedules the fiber (which then
+/// throws Cancelled). It must not schedule the fiber itself.
+struct WaitHook {
+  virtual bool cancel_wait() noexcept = 0;
+
+ protected:
+  ~WaitHook() = default;
+};
+
+/// Whoever joins a spawned fiber (a scope, the runtime's root).
+struct FiberOwner {
+  /// Called from the finished fiber's final suspend. Returns the coroutine to
+  /// run next on this thread (usually noop).
+  virtual std::coroutine_handle<> fiber_done(Fiber& f, PromiseBase& p,
+                                             std::coroutine_handle<> frame) noexcept = 0;
+
+ protected:
+  ~FiberOwner() = default;
+};
+
+inline constexpr std::uint32_t kBudget = 128;
+
+struct Fiber {
+  Fiber* next = nullptr;                 // run-queue / batch link
+  std::coroutine_handle<> resume;        // innermost suspended frame
+  Scheduler* sched = nullptr;
+  FiberOwner* owner = nullptr;
+  shim::atomic<CancelNode*> node{nullptr};  // innermost cancel node; written by the fiber only
+  Fiber* node_prev = nullptr;            // links in the owning node's list (node lock)
+  Fiber* node_next = nullptr;
+  shim::atomic<WaitHook*> hook{nullptr};  // armed while suspended at a cancellable wait
+  shim::atomic<std::uintptr_t> join{0};   // Scope::start: kJoin* or the JoinWaiter*
+  std::uint32_t budget = kBudget;
+  std::uint32_t flags = 0;
+
+  static constexpr std::uint32_t kRetained = 1;  // frame outlives completion (start())
+  static constexpr std::uintptr_t kJoinRunning = 0, kJoinDone = 1, kJoinCancelPending = 2;
+
+  bool cancelled() const noexcept;
+};
+
+struct CancelNode {
+  shim::atomic<bool> cancelled{false};
+  shim::atomic<bool> self_cancelled{false};  // cancellation was requested here, not inherited
+  bool shielded = false;
+  CancelNode* parent = nullptr;
+  Fiber* body = nullptr;  // the fiber running this node's body
+  Scheduler* sched = nullptr;
+  SpinLock lock;
+  // Children, guarded by `lock`.
+  CancelNode* first_child = nullptr;
+  CancelNode* prev_sibling = nullptr;
+  CancelNode* next_sibling = nullptr;
+  Fiber* first_fiber = nullptr;
+
+  /// Links this node under `parent` (inheriting its cancellation unless
+  /// shielded). `parent` may be null for a root.
+  void attach(CancelNode* parent_node, Fiber* body_fiber, Scheduler* s) noexcept;
+  void detach() noexcept;
+  void add_fiber(Fiber* f) noexcept;
+  void remove_fiber(Fiber* f) noexcept;
+  /// Cancels this node and every non-shielded descendant, waking the fibers
+  /// suspended at cancellable waits inside them. Any thread.
+  void cancel(bool self) noexcept;
+};
+
+inline bool Fiber::cancelled() const noexcept {
+  return node.load(std::memory_order_relaxed)->cancelled.load(std::memory_order_acquire);
+}
+
+/// Ready to run: from a wake. Goes to the worker's LIFO slot when called on a worker.
+void schedule(Fiber* f) noexcept;
+/// A new child: to the back of the local queue (or the injector off-worker).
+void schedule_spawn(Fiber* f) noexcept;
+/// A yield: to the back of the local queue, behind what is ready.
+void schedule_yield(Fiber* f) noexcept;
+/// The fiber the current thread is running (null outside a task). Out of
+/// line on purpose: never cache a thread_local across a suspension.
+Fiber* current_fiber() noexcept;
+
+/// The cancellable-wait protocol, for any primitive a task can wait on:
+///  1. `publish_hook(f, w)` before the wait is registered anywhere;
+///  2. register the wait, then re-check `f->cancelled()` *after* any point
+///     where a `cancel_wait()` that ran too early would have been missed
+///     (lock-based primitives: register and re-check under their lock;
+///     cancel_wait takes the same lock);
+///  3. the hook is armed only while the fiber is suspended: every path of
+///     await_suspend that does not suspend disarms before returning, and a
+///     waker disarms (`disarm_wait(f, w)`) before it schedules the fiber; a
+///     canceller that claims the wait clears it itself. Never disarm while
+///     holding a lock that cancel_wait takes.
+/// Why not disarm in await_resume: g++ may run the await_suspend of a second
+/// `co_await` in the same expression before the first one's await_resume.
+/// The seq_cst hook store pairs with the canceller's seq_cst flag store.
+void publish_hook(Fiber* f, WaitHook* w) noexcept;
+/// Publishes the hook, then returns false (hook cleared) if the fiber is
+/// already cancelled.
+bool arm_wait(Fiber* f, WaitHook* w) noexcept;
+/// Clears the hook after the wait ended (either way); waits out a canceller
+/// that is inspecting it.
+void disarm_wait(Fiber* f, WaitHook* w) noexcept;
+
+/// Finds the fiber of the coroutine awaiting a runtime operation.
+template <class P>
+Fiber* fiber_of(std::coroutine_handle<P> h) noexcept {
+  if constexpr (requires { h.promise().fiber_; }) {
+    return h.promise().fiber_;
+  } else {
+    return current_fiber();
+  }
+}
+
+/// Spends one unit of the cooperative budget; true when it ran out and the
+/// caller should yield.
+inline bool consume_budget(Fiber* f) noexcept {
+  if (f->budget == 0 || --f->budget == 0) {
+    f->budget = kBudget;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace shoal::detail

@@ -1,0 +1,52 @@
+// The one place shoal takes atomics and thread primitives from. Model tests
+// swap these (see docs/reliability.md) the way Tokio swaps std for loom.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SHOAL_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define SHOAL_TSAN 1
+#endif
+
+namespace shoal::detail::shim {
+
+template <class T>
+using atomic = std::atomic<T>;
+using mutex = std::mutex;
+using thread = std::thread;
+
+inline void spin_pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+inline void thread_yield() noexcept { std::this_thread::yield(); }
+
+}  // namespace shoal::detail::shim
+
+// The only standalone fence in shoal. TSan does not model fences, so under
+// TSan it becomes a seq_cst RMW on a private atomic, which TSan does see.
+#if defined(SHOAL_TSAN)
+namespace shoal::detail::shim {
+inline std::atomic<int> tsan_fence_word{0};
+}
+#define SHOAL_FENCE_SEQ_CST() \
+  ((void)::shoal::detail::shim::tsan_fence_word.fetch_add(0, std::memory_order_seq_cst))
+#else
+#define SHOAL_FENCE_SEQ_CST() std::atomic_thread_fence(std::memory_order_seq_cst)
+#endif

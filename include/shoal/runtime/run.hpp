@@ -1,0 +1,118 @@
+// The runtime: worker threads with work stealing, and the entry points that
+// run a root task on them.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <ostream>
+
+#include "shoal/runtime/errors.hpp"
+#include "shoal/runtime/task.hpp"
+
+namespace shoal {
+
+struct RuntimeOptions {
+  /// Worker threads. 0: `SHOAL_THREADS` if set (1..1024), else
+  /// clamp(online cores, 2, 32).
+  std::size_t workers = 0;
+  /// Receives faults after the first in a scope (the first is rethrown).
+  /// Default: one line on stderr. Called on a worker; must not throw.
+  std::function<void(std::exception_ptr)> on_suppressed_fault;
+  /// Test executor: one worker that picks the next ready task at random from
+  /// this seed, so a seed reproduces a schedule exactly. Forces workers = 1.
+  std::optional<std::uint64_t> deterministic_seed;
+
+  // Shorthands (g++ warns about designated initializers that omit members).
+  static RuntimeOptions with_workers(std::size_t n) {
+    RuntimeOptions o;
+    o.workers = n;
+    return o;
+  }
+  static RuntimeOptions deterministic(std::uint64_t seed) {
+    RuntimeOptions o;
+    o.deterministic_seed = seed;
+    return o;
+  }
+};
+
+/// Parses a `SHOAL_THREADS` value. Throws std::invalid_argument naming the
+/// variable and the accepted range (1..1024) for anything else.
+std::size_t parse_thread_count(const char* value);
+
+namespace detail {
+
+class RootOwner final : public FiberOwner {
+ public:
+  std::coroutine_handle<> fiber_done(Fiber& f, PromiseBase& p,
+                                     std::coroutine_handle<> frame) noexcept override;
+  void wait() noexcept;
+  CancelNode node;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
+}  // namespace detail
+
+/// Owns the worker threads. `~Runtime` joins them (the one destructor in
+/// shoal that blocks); by then every task has finished.
+/// Thread-safety: `block_on` may be called from any non-worker thread;
+/// `cancel` from any thread.
+class Runtime {
+ public:
+  /// Throws std::invalid_argument for a bad `SHOAL_THREADS`.
+  explicit Runtime(RuntimeOptions options = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  /// Runs `task` as the root of a task tree and blocks the calling thread
+  /// until it is done; returns its value or rethrows its fault.
+  /// Throws std::logic_error when called from one of this runtime's workers.
+  template <class T>
+  T block_on(Task<T> task) {
+    auto h = task.release();
+    detail::RootOwner root;
+    start_root(root, h.promise(), h);
+    root.wait();
+    struct Destroy {
+      decltype(h) frame;
+      ~Destroy() { frame.destroy(); }
+    } destroy{h};
+    finish_root(root);
+    return h.promise().take();
+  }
+
+  /// Cancels every root task running on this runtime: every descendant
+  /// unwinds at its next checkpoint and `block_on` rethrows Cancelled.
+  void cancel() noexcept;
+
+  std::size_t worker_count() const noexcept;
+
+  /// Writes worker and task state (for watchdogs and debugging).
+  void dump_state(std::ostream& out) const;
+  /// Dumps every live runtime (used by the test watchdog).
+  static void dump_all(std::ostream& out);
+
+ private:
+  void start_root(detail::RootOwner& root, detail::PromiseBase& p, std::coroutine_handle<> h);
+  void finish_root(detail::RootOwner& root) noexcept;
+  std::unique_ptr<detail::Scheduler> sched_;
+};
+
+/// Runs `task` on a fresh runtime and returns or rethrows its result.
+template <class T>
+T run(Task<T> task, RuntimeOptions options = {}) {
+  Runtime rt(std::move(options));
+  return rt.block_on(std::move(task));
+}
+
+}  // namespace shoal

@@ -1,0 +1,172 @@
+// shoal::Task<T>: the lazy, move-only coroutine type every shoal API speaks.
+#pragma once
+
+#include <coroutine>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/frame_alloc.hpp"
+
+namespace shoal {
+
+template <class T = void>
+class Task;
+
+namespace detail {
+
+struct PromiseBase {
+  // The spawned-child record. Only used when this frame is the root of a
+  // fiber (spawned or run); kept here so a spawn costs one allocation.
+  Fiber own_fiber_;
+  Fiber* fiber_ = nullptr;
+  std::coroutine_handle<> continuation_;
+  std::exception_ptr error_;
+
+  static void* operator new(std::size_t size) { return frame_allocate(size); }
+  static void operator delete(void* p, std::size_t size) noexcept { frame_deallocate(p, size); }
+
+  std::suspend_always initial_suspend() noexcept { return {}; }
+
+  struct FinalAwaiter {
+    bool await_ready() noexcept { return false; }
+    template <class P>
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
+      PromiseBase& p = h.promise();
+      if (p.continuation_) return p.continuation_;
+      Fiber& f = *p.fiber_;
+      return f.owner->fiber_done(f, p, h);
+    }
+    void await_resume() noexcept {}
+  };
+  FinalAwaiter final_suspend() noexcept { return {}; }
+  void unhandled_exception() noexcept { error_ = std::current_exception(); }
+
+  void rethrow_if_error() {
+    if (error_) std::rethrow_exception(error_);
+  }
+};
+
+template <class T>
+struct Promise : PromiseBase {
+  using Stored = std::conditional_t<std::is_reference_v<T>, std::remove_reference_t<T>*, T>;
+  alignas(Stored) unsigned char storage_[sizeof(Stored)];
+  bool has_value_ = false;
+
+  Promise() = default;
+  Promise(const Promise&) = delete;
+  ~Promise() {
+    if (has_value_) ptr()->~Stored();
+  }
+  Stored* ptr() noexcept { return std::launder(reinterpret_cast<Stored*>(storage_)); }
+
+  Task<T> get_return_object() noexcept;
+
+  template <class U>
+    requires std::is_convertible_v<U&&, T>
+  void return_value(U&& v) noexcept(std::is_nothrow_constructible_v<Stored, U&&>) {
+    if constexpr (std::is_reference_v<T>) {
+      T ref = static_cast<U&&>(v);
+      ::new (static_cast<void*>(storage_)) Stored(std::addressof(ref));
+    } else {
+      ::new (static_cast<void*>(storage_)) Stored(static_cast<U&&>(v));
+    }
+    has_value_ = true;
+  }
+
+  /// Moves the result out (rethrows the fault). Once.
+  T take() {
+    rethrow_if_error();
+    if constexpr (std::is_reference_v<T>) {
+      return static_cast<T>(**ptr());
+    } else {
+      return std::move(*ptr());
+    }
+  }
+};
+
+template <>
+struct Promise<void> : PromiseBase {
+  Task<void> get_return_object() noexcept;
+  void return_void() noexcept {}
+  void take() { rethrow_if_error(); }
+};
+
+}  // namespace detail
+
+/// A lazy coroutine producing a `T` (or a fault). Nothing runs until it is
+/// awaited, spawned into a scope or run with `shoal::run`. Move-only;
+/// destroying a Task that never started frees its frame.
+/// Checkpoint: awaiting a Task is not one by itself (the task's own waits are).
+/// Thread-safety: a Task is owned by one task at a time.
+template <class T>
+class [[nodiscard]] Task {
+ public:
+  using promise_type = detail::Promise<T>;
+  using value_type = T;
+  using Handle = std::coroutine_handle<promise_type>;
+
+  Task() noexcept = default;
+  explicit Task(Handle h) noexcept : h_(h) {}
+  Task(Task&& o) noexcept : h_(std::exchange(o.h_, {})) {}
+  Task& operator=(Task&& o) noexcept {
+    if (this != &o) {
+      if (h_) h_.destroy();
+      h_ = std::exchange(o.h_, {});
+    }
+    return *this;
+  }
+  Task(const Task&) = delete;
+  Task& operator=(const Task&) = delete;
+  ~Task() {
+    if (h_) h_.destroy();
+  }
+
+  explicit operator bool() const noexcept { return static_cast<bool>(h_); }
+
+  struct Awaiter {
+    Handle h;
+    bool await_ready() const noexcept { return false; }
+    template <class P>
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> caller) noexcept {
+      h.promise().continuation_ = caller;
+      h.promise().fiber_ = detail::fiber_of(caller);
+      return h;
+    }
+    T await_resume() { return h.promise().take(); }
+  };
+
+  /// Runs the task to completion on the awaiting fiber; yields its value or
+  /// rethrows its fault. The frame is freed when the Task is destroyed.
+  Awaiter operator co_await() && noexcept { return Awaiter{h_}; }
+
+  /// Gives up ownership of the frame (used by scopes and the runtime).
+  Handle release() noexcept { return std::exchange(h_, {}); }
+
+ private:
+  Handle h_;
+};
+
+namespace detail {
+template <class T>
+Task<T> Promise<T>::get_return_object() noexcept {
+  return Task<T>(std::coroutine_handle<Promise<T>>::from_promise(*this));
+}
+inline Task<void> Promise<void>::get_return_object() noexcept {
+  return Task<void>(std::coroutine_handle<Promise<void>>::from_promise(*this));
+}
+
+template <class X>
+struct IsTask : std::false_type {};
+template <class T>
+struct IsTask<Task<T>> : std::true_type {};
+}  // namespace detail
+
+template <class X>
+concept TaskType = detail::IsTask<std::remove_cvref_t<X>>::value;
+
+}  // namespace shoal

@@ -1,0 +1,45 @@
+// Cooperative cancellation: checkpoints and the non-suspending query.
+#pragma once
+
+#include <coroutine>
+
+#include "shoal/detail/fiber.hpp"
+#include "shoal/runtime/errors.hpp"
+
+namespace shoal {
+
+namespace detail {
+struct CheckpointAwaiter {
+  bool cancelled_ = false;
+  Fiber* fiber_ = nullptr;
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    fiber_ = fiber_of(h);
+    if (fiber_ == nullptr) return false;
+    if (fiber_->cancelled()) {
+      cancelled_ = true;
+      return false;
+    }
+    fiber_->resume = h;
+    schedule_yield(fiber_);
+    return true;
+  }
+  void await_resume() const {
+    if (cancelled_ || (fiber_ != nullptr && fiber_->cancelled())) throw Cancelled{};
+  }
+};
+}  // namespace detail
+
+/// Throws Cancelled if the enclosing scope is cancelled, else yields to other
+/// ready tasks. Checkpoint: yes (always a schedule point).
+/// Thread-safety: from a task.
+[[nodiscard]] inline detail::CheckpointAwaiter checkpoint() noexcept { return {}; }
+
+namespace this_task {
+/// True once the calling task's scope (or any enclosing one) is cancelled.
+/// Non-suspending and effect-free; false outside a task. Level-triggered.
+bool cancellation_requested() noexcept;
+}  // namespace this_task
+
+}  // namespace shoal

@@ -1,0 +1,362 @@
+// Scopes (nurseries): the dynamic extent of a group of child tasks. A scope
+// joins every child before it returns and cancels the rest when one fails.
+#pragma once
+
+#include <concepts>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+#include "shoal/detail/fiber.hpp"
+#include "shoal/runtime/errors.hpp"
+#include "shoal/runtime/task.hpp"
+#include "shoal/scope/cancel.hpp"
+
+namespace shoal {
+
+class Scope;
+template <class T>
+class JoinHandle;
+
+namespace detail {
+
+/// Yields the fiber of the awaiting coroutine without suspending.
+struct CurrentFiber {
+  Fiber* fiber = nullptr;
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    fiber = fiber_of(h);
+    return false;
+  }
+  Fiber* await_resume() const noexcept { return fiber; }
+};
+
+/// Owns a callable (and its decay-copied arguments) for the lifetime of the
+/// task it returns: the second of at most two allocations of a spawned callable.
+template <class F, class... Args>
+auto invoke_owned(F f, Args... args) -> Task<typename std::invoke_result_t<F&, Args&...>::value_type> {
+  co_return co_await std::invoke(f, args...);
+}
+
+template <class F, class... Args>
+concept TaskFactory = std::invocable<std::decay_t<F>&, std::decay_t<Args>&...> &&
+                      TaskType<std::invoke_result_t<std::decay_t<F>&, std::decay_t<Args>&...>>;
+
+/// True for an exception_ptr captured from a Cancelled, without a rethrow.
+bool is_cancelled_exception(const std::exception_ptr& e) noexcept;
+/// True while handling a Cancelled (inside unhandled_exception), without a rethrow.
+bool current_exception_is_cancelled() noexcept;
+void report_suppressed_fault(Scheduler* s, const std::exception_ptr& e) noexcept;
+
+/// A task waiting on a Scope::start child. The child's `join` word holds a
+/// pointer to it while it waits; whoever swaps that word out owns the wake.
+struct JoinWaiter : WaitHook {
+  Fiber* waiter = nullptr;
+  Fiber* child = nullptr;
+  // If the waiter published its hook but has not registered yet, leave a
+  // pending mark: its registration CAS then fails and it cancels itself.
+  bool cancel_wait() noexcept override {
+    const std::uintptr_t self = reinterpret_cast<std::uintptr_t>(this);
+    std::uintptr_t v = child->join.load(std::memory_order_acquire);
+    for (;;) {
+      if (v == self) {
+        if (child->join.compare_exchange_weak(v, Fiber::kJoinRunning, std::memory_order_acq_rel)) return true;
+      } else if (v == Fiber::kJoinRunning) {
+        if (child->join.compare_exchange_weak(v, Fiber::kJoinCancelPending, std::memory_order_acq_rel)) return false;
+      } else {
+        return false;
+      }
+    }
+  }
+
+ protected:
+  ~JoinWaiter() = default;
+};
+
+template <class T>
+struct ScopeResult {
+  using Stored = std::conditional_t<std::is_void_v<T>, bool, T>;
+  std::optional<Stored> value;
+};
+
+}  // namespace detail
+
+/// The handle to a running scope, passed to the body. Spawn children here.
+/// Thread-safety: `spawn`, `start` and `cancel` may be called from the body
+/// and from any task inside the scope, on any worker.
+class Scope final : private detail::FiberOwner {
+ public:
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+  /// Starts `task` as a child; it may run on any worker. Its value is
+  /// discarded; its fault cancels the scope and is rethrown at the join.
+  /// Throws std::invalid_argument for an empty Task.
+  template <class T>
+  void spawn(Task<T> task) {
+    auto h = task.release();
+    if (!h) throw std::invalid_argument("shoal::Scope::spawn: the Task is empty (moved-from?)");
+    launch(h.promise(), h, 0);
+  }
+
+  /// Starts `fn(args...)` as a child. The callable and the decay-copied
+  /// arguments are owned by the child until it finishes, so captures never
+  /// dangle. Allocation: two frames.
+  template <class F, class... Args>
+    requires detail::TaskFactory<F, Args...>
+  void spawn(F&& fn, Args&&... args) {
+    spawn(detail::invoke_owned(std::decay_t<F>(std::forward<F>(fn)),
+                               std::decay_t<Args>(std::forward<Args>(args))...));
+  }
+
+  /// Starts `task` as a child and returns a handle whose `co_await` yields its
+  /// value (or rethrows its fault). A value never awaited is destroyed when
+  /// the scope ends.
+  template <class T>
+  [[nodiscard]] JoinHandle<T> start(Task<T> task);
+
+  template <class F, class... Args>
+    requires detail::TaskFactory<F, Args...>
+  [[nodiscard]] auto start(F&& fn, Args&&... args) {
+    return start(detail::invoke_owned(std::decay_t<F>(std::forward<F>(fn)),
+                                      std::decay_t<Args>(std::forward<Args>(args))...));
+  }
+
+  /// Cancels the body and every child without a fault; the scope then
+  /// returns normally (a value-returning body that was cut off throws
+  /// ScopeCancelled). Idempotent. Any thread.
+  void cancel() noexcept { node_.cancel(true); }
+
+  /// True once this scope (or an enclosing one) is cancelled.
+  bool cancel_requested() const noexcept { return node_.cancelled.load(std::memory_order_acquire); }
+
+  /// Faults after the first (each also went to `on_suppressed_fault`).
+  std::size_t suppressed_faults() const noexcept { return suppressed_.load(std::memory_order_relaxed); }
+
+ private:
+  template <class F>
+  friend auto scope(F body) -> Task<typename std::invoke_result_t<F&, Scope&>::value_type>;
+  template <class T>
+  friend class JoinHandle;
+
+  explicit Scope(detail::Fiber* body) noexcept : body_(body) {
+    detail::CancelNode* parent = body->node.load(std::memory_order_relaxed);
+    node_.attach(parent, body, parent->sched);
+    body->node.store(&node_, std::memory_order_relaxed);
+  }
+
+  void launch(detail::PromiseBase& p, std::coroutine_handle<> h, std::uint32_t flags) noexcept {
+    detail::Fiber& cf = p.own_fiber_;
+    cf.sched = node_.sched;
+    cf.owner = this;
+    cf.node.store(&node_, std::memory_order_relaxed);
+    cf.resume = h;
+    cf.flags = flags;
+    p.fiber_ = &cf;
+    live_.fetch_add(2, std::memory_order_relaxed);
+    node_.add_fiber(&cf);
+    detail::schedule_spawn(&cf);
+  }
+
+  void fault(std::exception_ptr e) noexcept {
+    if (!faulted_.exchange(true, std::memory_order_acq_rel)) {
+      first_fault_ = std::move(e);
+      node_.cancel(true);
+    } else {
+      suppressed_.fetch_add(1, std::memory_order_relaxed);
+      detail::report_suppressed_fault(node_.sched, e);
+    }
+  }
+
+  std::coroutine_handle<> fiber_done(detail::Fiber& f, detail::PromiseBase& p,
+                                     std::coroutine_handle<> frame) noexcept override;
+
+  struct JoinAwaiter {
+    Scope* s;
+    bool await_ready() const noexcept { return s->live_.load(std::memory_order_acquire) == 0; }
+    bool await_suspend(std::coroutine_handle<> h) noexcept {
+      s->body_->resume = h;
+      if (s->live_.fetch_add(1, std::memory_order_acq_rel) == 0) {
+        s->live_.store(0, std::memory_order_relaxed);
+        return false;
+      }
+      return true;
+    }
+    void await_resume() const noexcept {}
+  };
+  JoinAwaiter join_all() noexcept { return JoinAwaiter{this}; }
+
+  /// After the join: unlinks the node, frees undelivered results.
+  void leave() noexcept;
+  /// A delivered start() result: unlink and free its frame.
+  void release_retained(detail::Fiber& f, std::coroutine_handle<> frame) noexcept;
+
+  detail::CancelNode node_;
+  detail::Fiber* body_;
+  detail::shim::atomic<std::uint64_t> live_{0};  // 2 * live children, | 1 while the body waits
+  detail::shim::atomic<bool> faulted_{false};
+  std::exception_ptr first_fault_;
+  detail::shim::atomic<std::size_t> suppressed_{0};
+  detail::Fiber* retained_ = nullptr;  // finished start() children; guarded by node_.lock
+};
+
+/// Runs `body(scope)` on the awaiting task and returns its value once the
+/// body and every child have finished.
+/// Faults: the first fault of the body or a child cancels the rest at once
+/// and is rethrown (the original object) after all have finished.
+/// Checkpoint: yes (entering a cancelled context throws Cancelled).
+/// Cancellation: absorbs only the cancellation this scope requested.
+template <class F>
+auto scope(F body) -> Task<typename std::invoke_result_t<F&, Scope&>::value_type> {
+  using R = typename std::invoke_result_t<F&, Scope&>::value_type;
+  detail::Fiber* f = co_await detail::CurrentFiber{};
+  if (f == nullptr) throw std::logic_error("shoal::scope: awaited outside a shoal task");
+  if (f->cancelled()) throw Cancelled{};
+  Scope s(f);
+  detail::ScopeResult<R> result;
+  std::exception_ptr body_error;
+  try {
+    if constexpr (std::is_void_v<R>) {
+      co_await body(s);
+      result.value.emplace(true);
+    } else {
+      result.value.emplace(co_await body(s));
+    }
+  } catch (...) {
+    body_error = std::current_exception();
+  }
+  if (body_error && !detail::is_cancelled_exception(body_error)) {
+    s.fault(body_error);
+    body_error = nullptr;
+  }
+  co_await s.join_all();
+  s.leave();
+  if (s.first_fault_) std::rethrow_exception(s.first_fault_);
+  if (body_error) {
+    // The body was cancelled. Absorb it only if this scope asked for it.
+    if (!s.node_.self_cancelled.load(std::memory_order_acquire)) std::rethrow_exception(body_error);
+    if constexpr (std::is_void_v<R>) {
+      co_return;
+    } else {
+      throw ScopeCancelled{};
+    }
+  }
+  if constexpr (!std::is_void_v<R>) {
+    co_return std::move(*result.value);
+  }
+}
+
+/// The result of `Scope::start`. Awaiting it is a checkpoint: inside a
+/// cancelled scope it throws Cancelled. Awaited at most once.
+template <class T>
+class JoinHandle {
+ public:
+  using Handle = std::coroutine_handle<detail::Promise<T>>;
+  JoinHandle(JoinHandle&& o) noexcept : scope_(o.scope_), h_(std::exchange(o.h_, {})) {}
+  JoinHandle& operator=(JoinHandle&& o) noexcept {
+    scope_ = o.scope_;
+    h_ = std::exchange(o.h_, {});
+    return *this;
+  }
+  JoinHandle(const JoinHandle&) = delete;
+  JoinHandle& operator=(const JoinHandle&) = delete;
+  ~JoinHandle() = default;  // the scope frees an undelivered result
+
+  /// True once the child finished (value or fault).
+  bool done() const noexcept {
+    return h_ && h_.promise().own_fiber_.join.load(std::memory_order_acquire) == detail::Fiber::kJoinDone;
+  }
+
+  class Awaiter final : private detail::JoinWaiter {
+   public:
+    explicit Awaiter(JoinHandle* jh) noexcept : jh_(jh) {}
+    bool await_ready() const noexcept { return false; }
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> caller) noexcept {
+      waiter = detail::fiber_of(caller);
+      if (!jh_->h_) return false;  // await_resume reports the misuse
+      if (waiter != nullptr && waiter->cancelled()) {
+        cancelled_ = true;
+        return false;
+      }
+      child = &jh_->h_.promise().own_fiber_;
+      if (child->join.load(std::memory_order_acquire) == detail::Fiber::kJoinDone || waiter == nullptr) {
+        if (waiter == nullptr || !detail::consume_budget(waiter)) return false;
+        waiter->resume = caller;  // out of budget: yield once, then take
+        detail::schedule_yield(waiter);
+        return true;
+      }
+      waiter->resume = caller;
+      if (!detail::arm_wait(waiter, static_cast<detail::JoinWaiter*>(this))) {
+        std::uintptr_t pending = detail::Fiber::kJoinCancelPending;  // a canceller may have marked us
+        child->join.compare_exchange_strong(pending, detail::Fiber::kJoinRunning, std::memory_order_acq_rel);
+        cancelled_ = true;
+        return false;
+      }
+      std::uintptr_t expected = detail::Fiber::kJoinRunning;
+      if (child->join.compare_exchange_strong(
+              expected, reinterpret_cast<std::uintptr_t>(static_cast<detail::JoinWaiter*>(this)),
+              std::memory_order_acq_rel)) {
+        return true;  // nothing may touch *this from here on
+      }
+      detail::disarm_wait(waiter, static_cast<detail::JoinWaiter*>(this));
+      if (expected == detail::Fiber::kJoinCancelPending) {
+        // A canceller ran between our hook and our registration.
+        child->join.compare_exchange_strong(expected, detail::Fiber::kJoinRunning, std::memory_order_acq_rel);
+        cancelled_ = true;
+      }
+      return false;  // finished meanwhile, or cancelled
+    }
+    T await_resume() {
+      if (!jh_->h_) throw std::logic_error("shoal::JoinHandle: awaited twice or after being moved from");
+      if (cancelled_) throw Cancelled{};
+      if (child == nullptr) child = &jh_->h_.promise().own_fiber_;
+      if (child->join.load(std::memory_order_acquire) != detail::Fiber::kJoinDone) throw Cancelled{};
+      return jh_->take();
+    }
+
+   private:
+    JoinHandle* jh_;
+    bool cancelled_ = false;
+  };
+
+  /// Waits for the child; yields its value or rethrows its fault.
+  /// Checkpoint: yes. Throws: Cancelled, the child's fault, std::logic_error
+  /// when awaited twice.
+  Awaiter operator co_await() & noexcept { return Awaiter{this}; }
+  Awaiter operator co_await() && noexcept { return Awaiter{this}; }
+
+ private:
+  friend class Scope;
+  JoinHandle(Scope* s, Handle h) noexcept : scope_(s), h_(h) {}
+
+  T take() {
+    Handle h = std::exchange(h_, {});
+    struct Release {
+      Scope* s;
+      Handle h;
+      ~Release() { s->release_retained(h.promise().own_fiber_, h); }
+    } release{scope_, h};
+    return h.promise().take();
+  }
+
+  Scope* scope_;
+  Handle h_;
+};
+
+template <class T>
+JoinHandle<T> Scope::start(Task<T> task) {
+  auto h = task.release();
+  if (!h) throw std::invalid_argument("shoal::Scope::start: the Task is empty (moved-from?)");
+  launch(h.promise(), h, detail::Fiber::kRetained);
+  return JoinHandle<T>(this, h);
+}
+
+}  // namespace shoal

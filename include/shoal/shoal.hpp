@@ -1,0 +1,8 @@
+// shoal: structured concurrency for C++20. One include for the whole API.
+#pragma once
+
+#include "shoal/runtime/errors.hpp"
+#include "shoal/runtime/run.hpp"
+#include "shoal/runtime/task.hpp"
+#include "shoal/scope/cancel.hpp"
+#include "shoal/scope/scope.hpp"

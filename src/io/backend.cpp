@@ -1,0 +1,37 @@
+// Backend selection: SHOAL_IO_BACKEND at run time, the platform default otherwise.
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "src/io/backend.hpp"
+#include "src/io/poll/poll_backend.hpp"
+#include "src/io/select.hpp"
+#if defined(SHOAL_HAVE_EPOLL)
+#include "src/io/epoll/epoll_backend.hpp"
+#endif
+
+namespace shoal::detail::io {
+
+std::unique_ptr<Backend> make_backend() {
+  const char* name = std::getenv("SHOAL_IO_BACKEND");
+  if (name == nullptr || *name == '\0') {
+#if defined(SHOAL_HAVE_EPOLL)
+    return std::make_unique<EpollBackend>();
+#else
+    return std::make_unique<PollBackend>();
+#endif
+  }
+#if defined(SHOAL_HAVE_EPOLL)
+  if (std::strcmp(name, "epoll") == 0) return std::make_unique<EpollBackend>();
+#endif
+  if (std::strcmp(name, "poll") == 0) return std::make_unique<PollBackend>();
+  throw std::invalid_argument(std::string("SHOAL_IO_BACKEND=") + name +
+                              " is not a backend built into shoal (expected one of:"
+#if defined(SHOAL_HAVE_EPOLL)
+                              " epoll,"
+#endif
+                              " poll)");
+}
+
+}  // namespace shoal::detail::io

@@ -1,0 +1,39 @@
+// The reactor seam: the one small interface every I/O backend implements.
+// Workers park inside `wait` (whoever holds the driver) and are woken by
+// `wake`, so parking and I/O readiness share one blocking call.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace shoal::detail::io {
+
+enum Interest : std::uint32_t { readable = 1, writable = 2 };
+
+struct Event {
+  void* token;           // what was registered with `add`
+  std::uint32_t ready;   // Interest bits; error/hang-up sets both
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const noexcept = 0;
+  /// Registers `fd` once for its lifetime (edge-triggered where supported).
+  virtual void add(int fd, std::uint32_t interest, void* token) = 0;
+  virtual void modify(int fd, std::uint32_t interest, void* token) = 0;
+  virtual void remove(int fd) noexcept = 0;
+  /// Blocks until an event, a `wake`, or `timeout` (negative: forever).
+  /// Returns the number of events written to `out`.
+  virtual std::size_t wait(std::chrono::nanoseconds timeout, std::span<Event> out) = 0;
+  /// Makes a concurrent or the next `wait` return. Any thread; async-signal-safe.
+  virtual void wake() noexcept = 0;
+};
+
+/// The backend named by `SHOAL_IO_BACKEND` (epoll, poll), else the platform
+/// default. Throws std::invalid_argument naming the variable for an unknown value.
+std::unique_ptr<Backend> make_backend();
+
+}  // namespace shoal::detail::io

@@ -1,0 +1,76 @@
+// The global injection queue: tasks from outside the workers and overflow
+// from full local queues. A mutex-guarded intrusive FIFO; workers only touch
+// it on overflow, when their local queue is empty, and every 61st tick.
+// `len_` lets them skip the lock when it is empty.
+#pragma once
+
+#include <cstddef>
+
+#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/sync_shim.hpp"
+
+namespace shoal::detail {
+
+/// An intrusive singly linked list of fibers (through Fiber::next).
+struct FiberBatch {
+  Fiber* head = nullptr;
+  Fiber* tail = nullptr;
+  std::size_t count = 0;
+  void push(Fiber* f) noexcept {
+    f->next = nullptr;
+    if (tail != nullptr) {
+      tail->next = f;
+    } else {
+      head = f;
+    }
+    tail = f;
+    ++count;
+  }
+  bool empty() const noexcept { return head == nullptr; }
+};
+
+class Injector {
+ public:
+  void push(Fiber* f) noexcept {
+    std::lock_guard<shim::mutex> g(mu_);
+    list_.push(f);
+    len_.store(list_.count, std::memory_order_release);
+  }
+  void push_batch(FiberBatch& b) noexcept {
+    if (b.empty()) return;
+    std::lock_guard<shim::mutex> g(mu_);
+    if (list_.tail != nullptr) {
+      list_.tail->next = b.head;
+    } else {
+      list_.head = b.head;
+    }
+    list_.tail = b.tail;
+    list_.count += b.count;
+    len_.store(list_.count, std::memory_order_release);
+    b = FiberBatch{};
+  }
+  /// Up to `max` fibers, oldest first.
+  FiberBatch pop(std::size_t max) noexcept {
+    FiberBatch out;
+    if (len_.load(std::memory_order_acquire) == 0) return out;
+    std::lock_guard<shim::mutex> g(mu_);
+    while (out.count < max && list_.head != nullptr) {
+      Fiber* f = list_.head;
+      list_.head = f->next;
+      out.push(f);
+    }
+    if (list_.head == nullptr) list_.tail = nullptr;
+    list_.count -= out.count;
+    len_.store(list_.count, std::memory_order_release);
+    return out;
+  }
+  bool empty() const noexcept { return len_.load(std::memory_order_acquire) == 0; }
+  std::size_t size() const noexcept { return len_.load(std::memory_order_acquire); }
+
+ private:
+  shim::mutex mu_;
+  FiberBatch list_;
+  shim::atomic<std::size_t> len_{0};
+};
+
+}  // namespace shoal::detail

@@ -1,0 +1,477 @@
+// Workers, work stealing and parking.
+//
+// Where a ready fiber goes:
+// - woken by a task on a worker of the same runtime: that worker's LIFO slot
+//   (runs next, no cross-core trip); the previous occupant moves to the local
+//   queue. At most 3 LIFO runs in a row so a ping-pong pair cannot starve the
+//   queue.
+// - spawned or yielding on a worker: the back of its local queue.
+// - from any other thread: the injector.
+// A worker takes, in order: the injector every 61st tick (fairness), its LIFO
+// slot, its local queue, a batch from the injector, then (as a searcher)
+// half of a random victim's queue. With nothing found it parks.
+// Parking: the first worker to park holds the I/O driver and blocks in the
+// backend's wait; others block on a futex. See idle.hpp for the wake protocol.
+#include "src/runtime/scheduler.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "shoal/scope/cancel.hpp"
+#include "shoal/scope/scope.hpp"
+
+namespace shoal {
+namespace detail {
+namespace {
+
+thread_local Worker* tls_worker = nullptr;
+thread_local Fiber* tls_fiber = nullptr;
+
+std::mutex g_registry_mu;
+std::vector<const Scheduler*> g_registry;
+
+std::size_t default_workers() {
+  long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores < 1) cores = 1;
+  return static_cast<std::size_t>(std::clamp<long>(cores, 2, 32));
+}
+
+RuntimeOptions normalize(RuntimeOptions o) {
+  if (o.deterministic_seed) {
+    o.workers = 1;
+  } else if (o.workers == 0) {
+    const char* env = std::getenv("SHOAL_THREADS");
+    o.workers = (env != nullptr) ? parse_thread_count(env) : default_workers();
+  } else if (o.workers > 1024) {
+    throw std::invalid_argument("shoal: RuntimeOptions::workers = " + std::to_string(o.workers) +
+                                " is out of range (expected 1..1024)");
+  }
+  return o;
+}
+
+}  // namespace
+
+void Parker::park(Scheduler& s) noexcept {
+  std::uint32_t expected = kNotified;
+  if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acq_rel)) return;
+  if (s.try_lock_driver()) {
+    expected = kEmpty;
+    if (state_.compare_exchange_strong(expected, kParkedDriver, std::memory_order_acq_rel)) {
+      s.drive(std::chrono::nanoseconds(-1));
+    }
+    state_.store(kEmpty, std::memory_order_release);
+    s.unlock_driver();
+    return;
+  }
+  expected = kEmpty;
+  if (state_.compare_exchange_strong(expected, kParked, std::memory_order_acq_rel)) {
+    while (state_.load(std::memory_order_acquire) == kParked) state_.wait(kParked, std::memory_order_acquire);
+  }
+  state_.store(kEmpty, std::memory_order_release);
+}
+
+void Parker::unpark(Scheduler& s) noexcept {
+  std::uint32_t prev = state_.exchange(kNotified, std::memory_order_acq_rel);
+  if (prev == kParked) {
+    state_.notify_one();
+  } else if (prev == kParkedDriver) {
+    s.backend().wake();
+  }
+}
+
+Scheduler::Scheduler(RuntimeOptions options)
+    : options_(normalize(std::move(options))),
+      deterministic_(options_.deterministic_seed.has_value()),
+      backend_(io::make_backend()),
+      idle_(options_.workers),
+      det_rng_(options_.deterministic_seed.value_or(0)) {
+  workers_.reserve(options_.workers);
+  for (std::size_t i = 0; i < options_.workers; ++i) {
+    auto w = std::make_unique<Worker>();
+    w->sched = this;
+    w->index = i;
+    w->rng.seed(static_cast<unsigned>(i * 7919 + 17));
+    workers_.push_back(std::move(w));
+  }
+  for (auto& w : workers_) {
+    Worker* wp = w.get();
+    wp->thread = std::thread([this, wp] {
+      if (deterministic_) {
+        deterministic_main(*wp);
+      } else {
+        worker_main(*wp);
+      }
+    });
+  }
+  std::lock_guard<std::mutex> g(g_registry_mu);
+  g_registry.push_back(this);
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard<std::mutex> g(g_registry_mu);
+    g_registry.erase(std::find(g_registry.begin(), g_registry.end(), this));
+  }
+  shutdown_.store(true, std::memory_order_seq_cst);
+  for (auto& w : workers_) w->parker.unpark(*this);
+  for (auto& w : workers_) w->thread.join();
+}
+
+bool Scheduler::on_own_worker() const noexcept { return tls_worker != nullptr && tls_worker->sched == this; }
+
+void Scheduler::drive(std::chrono::nanoseconds timeout) noexcept {
+  io::Event events[64];
+  try {
+    backend_->wait(timeout, events);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "shoal: I/O backend wait failed: %s\n", e.what());
+  }
+}
+
+void Scheduler::push_local(Worker& w, Fiber* f) noexcept {
+  while (!w.local.push(f)) {
+    FiberBatch overflow;
+    w.local.take_half([&](Fiber* x) { overflow.push(x); });
+    injector_.push_batch(overflow);
+  }
+}
+
+void Scheduler::notify_parked() noexcept {
+  long idx = idle_.pick_sleeper_to_wake();
+  if (idx >= 0) workers_[static_cast<std::size_t>(idx)]->parker.unpark(*this);
+}
+
+void Scheduler::inject(Fiber* f) noexcept {
+  if (deterministic_) {
+    {
+      std::lock_guard<std::mutex> g(det_mu_);
+      det_ready_.push_back(f);
+    }
+    workers_[0]->parker.unpark(*this);
+    return;
+  }
+  injector_.push(f);
+  notify_parked();
+}
+
+void Scheduler::schedule(Fiber* f) noexcept {
+  Worker* w = tls_worker;
+  if (deterministic_ || w == nullptr || w->sched != this) {
+    inject(f);
+    return;
+  }
+  Fiber* prev = w->lifo;
+  w->lifo = f;
+  if (prev != nullptr) {
+    push_local(*w, prev);
+    notify_parked();
+  }
+}
+
+void Scheduler::schedule_spawn(Fiber* f) noexcept {
+  Worker* w = tls_worker;
+  if (deterministic_ || w == nullptr || w->sched != this) {
+    schedule(f);
+    return;
+  }
+  push_local(*w, f);
+  notify_parked();
+}
+
+void Scheduler::schedule_yield(Fiber* f) noexcept { schedule_spawn(f); }
+
+void Scheduler::schedule_batch(FiberBatch& batch) noexcept {
+  if (batch.empty()) return;
+  Worker* w = tls_worker;
+  if (deterministic_) {
+    std::lock_guard<std::mutex> g(det_mu_);
+    for (Fiber* f = batch.head; f != nullptr;) {
+      Fiber* next = f->next;
+      det_ready_.push_back(f);
+      f = next;
+    }
+    batch = FiberBatch{};
+    if (w == nullptr || w->sched != this) workers_[0]->parker.unpark(*this);
+    return;
+  }
+  if (w != nullptr && w->sched == this && batch.count <= w->local.capacity() / 2) {
+    for (Fiber* f = batch.head; f != nullptr;) {
+      Fiber* next = f->next;
+      push_local(*w, f);
+      f = next;
+    }
+    batch = FiberBatch{};
+  } else {
+    // A big fan-out goes to the injector so every worker can take a share.
+    injector_.push_batch(batch);
+  }
+  notify_parked();
+}
+
+Fiber* Scheduler::from_injector(Worker& w) noexcept {
+  if (injector_.empty()) return nullptr;
+  const std::size_t n = workers_.size();
+  std::size_t want = std::min<std::size_t>(injector_.size() / n + 1, w.local.capacity() / 2);
+  FiberBatch b = injector_.pop(want);
+  if (b.empty()) return nullptr;
+  Fiber* first = b.head;
+  for (Fiber* f = first->next; f != nullptr;) {
+    Fiber* next = f->next;
+    push_local(w, f);
+    f = next;
+  }
+  return first;
+}
+
+Fiber* Scheduler::next_local(Worker& w) noexcept {
+  ++w.tick;
+  if (w.tick % 61 == 0) {
+    FiberBatch b = injector_.pop(1);
+    if (!b.empty()) return b.head;
+  }
+  if (w.lifo != nullptr) {
+    Fiber* f = w.lifo;
+    w.lifo = nullptr;
+    if (w.lifo_streak < 3) {
+      ++w.lifo_streak;
+      return f;
+    }
+    push_local(w, f);
+  }
+  w.lifo_streak = 0;
+  if (Fiber* f = w.local.pop()) return f;
+  return from_injector(w);
+}
+
+Fiber* Scheduler::search(Worker& w) noexcept {
+  if (!w.searching) {
+    if (!idle_.try_begin_search()) return nullptr;
+    w.searching = true;
+    w.activity.store(1, std::memory_order_relaxed);
+  }
+  const std::size_t n = workers_.size();
+  const std::size_t start = w.rng() % n;
+  for (std::size_t i = 0; i < n; ++i) {
+    Worker& victim = *workers_[(start + i) % n];
+    if (&victim == &w) continue;
+    if (Fiber* f = victim.local.steal_into(w.local)) return f;
+  }
+  return from_injector(w);
+}
+
+bool Scheduler::work_pending() const noexcept {
+  if (!injector_.empty()) return true;
+  for (auto& w : workers_) {
+    if (!w->local.empty()) return true;
+  }
+  return false;
+}
+
+void Scheduler::park(Worker& w) noexcept {
+  const bool was_searching = w.searching;
+  w.searching = false;
+  w.activity.store(2, std::memory_order_relaxed);
+  const bool last = idle_.park(w.index, was_searching);
+  if ((last && work_pending()) || shutdown_.load(std::memory_order_seq_cst)) {
+    w.searching = idle_.unpark(w.index);
+    w.activity.store(0, std::memory_order_relaxed);
+    return;
+  }
+  w.parker.park(*this);
+  w.searching = idle_.unpark(w.index);
+  w.activity.store(w.searching ? 1 : 0, std::memory_order_relaxed);
+}
+
+void Scheduler::run_fiber(Worker& w, Fiber* f) noexcept {
+  tls_fiber = f;
+  f->budget = kBudget;
+  w.polls.fetch_add(1, std::memory_order_relaxed);
+  f->resume.resume();
+  tls_fiber = nullptr;
+}
+
+void Scheduler::worker_main(Worker& w) noexcept {
+  tls_worker = &w;
+  for (;;) {
+    Fiber* f = next_local(w);
+    if (f == nullptr) {
+      f = search(w);
+      if (f == nullptr) {
+        if (shutdown_.load(std::memory_order_acquire)) break;
+        park(w);
+        continue;
+      }
+    }
+    if (w.searching) {
+      w.searching = false;
+      w.activity.store(0, std::memory_order_relaxed);
+      if (idle_.end_search()) notify_parked();
+    }
+    run_fiber(w, f);
+  }
+  tls_worker = nullptr;
+}
+
+void Scheduler::deterministic_main(Worker& w) noexcept {
+  tls_worker = &w;
+  for (;;) {
+    Fiber* f = nullptr;
+    {
+      std::lock_guard<std::mutex> g(det_mu_);
+      if (!det_ready_.empty()) {
+        std::size_t i = det_rng_() % det_ready_.size();
+        f = det_ready_[i];
+        det_ready_[i] = det_ready_.back();
+        det_ready_.pop_back();
+      }
+    }
+    if (f != nullptr) {
+      run_fiber(w, f);
+      continue;
+    }
+    if (shutdown_.load(std::memory_order_acquire)) break;
+    w.activity.store(2, std::memory_order_relaxed);
+    w.parker.park(*this);
+    w.activity.store(0, std::memory_order_relaxed);
+  }
+  tls_worker = nullptr;
+}
+
+void Scheduler::add_root(CancelNode* n) {
+  std::lock_guard<std::mutex> g(roots_mu_);
+  roots_.push_back(n);
+}
+
+void Scheduler::remove_root(CancelNode* n) noexcept {
+  std::lock_guard<std::mutex> g(roots_mu_);
+  roots_.erase(std::find(roots_.begin(), roots_.end(), n));
+}
+
+void Scheduler::cancel_roots() noexcept {
+  std::lock_guard<std::mutex> g(roots_mu_);
+  for (CancelNode* n : roots_) n->cancel(false);
+}
+
+void Scheduler::report_suppressed(const std::exception_ptr& e) noexcept {
+  if (options_.on_suppressed_fault) {
+    try {
+      options_.on_suppressed_fault(e);
+    } catch (...) {
+      std::fputs("shoal: on_suppressed_fault threw; ignored\n", stderr);
+    }
+    return;
+  }
+  std::string what = "(not a std::exception)";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    what = ex.what();
+  } catch (...) {
+  }
+  std::fprintf(stderr, "shoal: suppressed fault (its scope already had one): %s\n", what.c_str());
+}
+
+void Scheduler::dump(std::ostream& out) const {
+  static const char* const kActivity[] = {"running", "searching", "parked"};
+  out << "shoal runtime " << static_cast<const void*>(this) << ": " << workers_.size() << " workers"
+      << (deterministic_ ? " (deterministic)" : "") << ", injector " << injector_.size() << ", searching "
+      << idle_.searching() << ", unparked " << idle_.unparked() << ", backend " << backend_->name() << "\n";
+  for (auto& w : workers_) {
+    out << "  worker " << w->index << ": " << kActivity[w->activity.load(std::memory_order_relaxed)]
+        << ", local queue " << w->local.size() << ", polls " << w->polls.load(std::memory_order_relaxed)
+        << ", parker " << w->parker.state() << "\n";
+  }
+  std::lock_guard<std::mutex> g(roots_mu_);
+  for (CancelNode* n : roots_) {
+    out << "  root task: " << (n->cancelled.load() ? "cancelled" : "running") << "\n";
+  }
+}
+
+// ---- free functions from fiber.hpp -------------------------------------
+
+void schedule(Fiber* f) noexcept { f->sched->schedule(f); }
+void schedule_spawn(Fiber* f) noexcept { f->sched->schedule_spawn(f); }
+void schedule_yield(Fiber* f) noexcept { f->sched->schedule_yield(f); }
+Fiber* current_fiber() noexcept { return tls_fiber; }
+
+void report_suppressed_fault(Scheduler* s, const std::exception_ptr& e) noexcept { s->report_suppressed(e); }
+
+std::coroutine_handle<> RootOwner::fiber_done(Fiber&, PromiseBase&, std::coroutine_handle<>) noexcept {
+  std::lock_guard<std::mutex> g(mu_);
+  done_ = true;
+  cv_.notify_one();
+  return std::noop_coroutine();
+}
+
+void RootOwner::wait() noexcept {
+  std::unique_lock<std::mutex> g(mu_);
+  cv_.wait(g, [this] { return done_; });
+}
+
+}  // namespace detail
+
+// ---- Runtime -------------------------------------------------------------
+
+std::size_t parse_thread_count(const char* value) {
+  const std::string v = value == nullptr ? "" : value;
+  std::size_t n = 0;
+  bool ok = !v.empty() && v.size() <= 4;
+  for (char c : v) {
+    if (c < '0' || c > '9') {
+      ok = false;
+      break;
+    }
+    n = n * 10 + static_cast<std::size_t>(c - '0');
+  }
+  if (!ok || n < 1 || n > 1024) {
+    throw std::invalid_argument("shoal: SHOAL_THREADS=\"" + v +
+                                "\" is not valid: expected an integer in the range 1..1024");
+  }
+  return n;
+}
+
+Runtime::Runtime(RuntimeOptions options) : sched_(std::make_unique<detail::Scheduler>(std::move(options))) {}
+Runtime::~Runtime() = default;
+
+void Runtime::start_root(detail::RootOwner& root, detail::PromiseBase& p, std::coroutine_handle<> h) {
+  if (sched_->on_own_worker()) {
+    h.destroy();
+    throw std::logic_error("shoal::Runtime::block_on: called from one of the runtime's own workers (would deadlock)");
+  }
+  detail::Fiber& f = p.own_fiber_;
+  root.node.attach(nullptr, &f, sched_.get());
+  f.sched = sched_.get();
+  f.owner = &root;
+  f.node.store(&root.node, std::memory_order_relaxed);
+  f.resume = h;
+  p.fiber_ = &f;
+  sched_->add_root(&root.node);
+  sched_->inject(&f);
+}
+
+void Runtime::finish_root(detail::RootOwner& root) noexcept { sched_->remove_root(&root.node); }
+
+void Runtime::cancel() noexcept { sched_->cancel_roots(); }
+
+std::size_t Runtime::worker_count() const noexcept { return sched_->worker_count(); }
+
+void Runtime::dump_state(std::ostream& out) const { sched_->dump(out); }
+
+void Runtime::dump_all(std::ostream& out) {
+  std::lock_guard<std::mutex> g(detail::g_registry_mu);
+  for (const detail::Scheduler* s : detail::g_registry) s->dump(out);
+}
+
+namespace this_task {
+bool cancellation_requested() noexcept {
+  detail::Fiber* f = detail::tls_fiber;
+  return f != nullptr && f->cancelled();
+}
+}  // namespace this_task
+
+}  // namespace shoal

@@ -1,0 +1,113 @@
+// The work-stealing scheduler behind shoal::Runtime (private).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <ostream>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "shoal/detail/fiber.hpp"
+#include "shoal/runtime/run.hpp"
+#include "src/io/backend.hpp"
+#include "src/runtime/idle.hpp"
+#include "src/runtime/injector.hpp"
+#include "src/runtime/steal_queue.hpp"
+
+namespace shoal::detail {
+
+class Scheduler;
+
+/// One per worker. A worker parks either inside the I/O backend (if it got
+/// the driver) or on its own futex; `unpark` knows which.
+class Parker {
+ public:
+  void park(Scheduler& s) noexcept;
+  void unpark(Scheduler& s) noexcept;
+  std::uint32_t state() const noexcept { return state_.load(std::memory_order_relaxed); }
+
+  static constexpr std::uint32_t kEmpty = 0, kParked = 1, kParkedDriver = 2, kNotified = 3;
+
+ private:
+  shim::atomic<std::uint32_t> state_{kEmpty};
+};
+
+struct Worker {
+  Scheduler* sched = nullptr;
+  std::size_t index = 0;
+  StealQueue<Fiber*> local;
+  Fiber* lifo = nullptr;  // owner only
+  std::uint32_t tick = 0;
+  std::uint32_t lifo_streak = 0;
+  bool searching = false;
+  std::minstd_rand rng;
+  Parker parker;
+  shim::atomic<std::uint64_t> polls{0};
+  shim::atomic<int> activity{0};  // 0 running, 1 searching, 2 parked (for dumps)
+  std::thread thread;
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(RuntimeOptions options);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  void schedule(Fiber* f) noexcept;
+  void schedule_spawn(Fiber* f) noexcept;
+  void schedule_yield(Fiber* f) noexcept;
+  void schedule_batch(FiberBatch& batch) noexcept;
+  void inject(Fiber* f) noexcept;
+
+  bool on_own_worker() const noexcept;
+  std::size_t worker_count() const noexcept { return workers_.size(); }
+
+  void add_root(CancelNode* n);
+  void remove_root(CancelNode* n) noexcept;
+  void cancel_roots() noexcept;
+
+  void report_suppressed(const std::exception_ptr& e) noexcept;
+  void dump(std::ostream& out) const;
+
+  // Parking support.
+  bool try_lock_driver() noexcept { return !driver_busy_.exchange(true, std::memory_order_acquire); }
+  void unlock_driver() noexcept { driver_busy_.store(false, std::memory_order_release); }
+  void drive(std::chrono::nanoseconds timeout) noexcept;
+  io::Backend& backend() noexcept { return *backend_; }
+
+ private:
+  void worker_main(Worker& w) noexcept;
+  void deterministic_main(Worker& w) noexcept;
+  Fiber* next_local(Worker& w) noexcept;
+  Fiber* search(Worker& w) noexcept;
+  Fiber* from_injector(Worker& w) noexcept;
+  void push_local(Worker& w, Fiber* f) noexcept;
+  void notify_parked() noexcept;
+  bool work_pending() const noexcept;
+  void park(Worker& w) noexcept;
+  void run_fiber(Worker& w, Fiber* f) noexcept;
+
+  RuntimeOptions options_;
+  bool deterministic_ = false;
+  std::unique_ptr<io::Backend> backend_;
+  shim::atomic<bool> driver_busy_{false};
+  std::vector<std::unique_ptr<Worker>> workers_;
+  Injector injector_;
+  Idle idle_;
+  shim::atomic<bool> shutdown_{false};
+
+  // Deterministic executor: one ready list, picked at random from a seed.
+  std::mutex det_mu_;
+  std::vector<Fiber*> det_ready_;
+  std::mt19937_64 det_rng_;
+
+  mutable std::mutex roots_mu_;
+  std::vector<CancelNode*> roots_;
+};
+
+}  // namespace shoal::detail

@@ -1,0 +1,177 @@
+// The runtime: worker count and SHOAL_THREADS, run/block_on, stealing,
+// cancelling the main task.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "support/manual_event.hpp"
+#include "support/test_support.hpp"
+
+namespace {
+
+using shoal::Task;
+
+std::string rejection_message(const char* value) {
+  try {
+    shoal::parse_thread_count(value);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(ShoalThreads, AcceptsOneToTenTwentyFour) {
+  EXPECT_EQ(shoal::parse_thread_count("1"), 1u);
+  EXPECT_EQ(shoal::parse_thread_count("4"), 4u);
+  EXPECT_EQ(shoal::parse_thread_count("1024"), 1024u);
+}
+
+TEST(ShoalThreads, RejectsValuesOutsideTheRangeNamingTheVariable) {
+  for (const char* bad : {"0", "abc", "5000", "", "-1", "1025", "4x", " 4", "00000001"}) {
+    std::string msg = rejection_message(bad);
+    EXPECT_NE(msg.find("SHOAL_THREADS"), std::string::npos) << bad << ": " << msg;
+    EXPECT_NE(msg.find("1..1024"), std::string::npos) << bad << ": " << msg;
+  }
+}
+
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~EnvGuard() {
+    if (old_.empty()) {
+      ::unsetenv(name_);
+    } else {
+      ::setenv(name_, old_.c_str(), 1);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+};
+
+TEST(ShoalThreads, RuntimeUsesTheVariable) {
+  EnvGuard env("SHOAL_THREADS", "3");
+  shoal::Runtime rt;
+  EXPECT_EQ(rt.worker_count(), 3u);
+}
+
+TEST(ShoalThreads, RuntimeRejectsABadValueAtCreation) {
+  EnvGuard env("SHOAL_THREADS", "5000");
+  EXPECT_THROW(shoal::Runtime rt, std::invalid_argument);
+}
+
+TEST(ShoalThreads, DefaultIsOnlineCoresClampedToTwoThroughThirtyTwo) {
+  EnvGuard env("SHOAL_THREADS", "1");
+  ::unsetenv("SHOAL_THREADS");
+  shoal::Runtime rt;
+  long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  EXPECT_EQ(rt.worker_count(), static_cast<std::size_t>(std::clamp<long>(cores, 2, 32)));
+}
+
+TEST(Runtime, RunCanBeCalledManyTimes) {
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(shoal::run([](int v) -> Task<int> { co_return v * 2; }(i)), i * 2);
+  }
+}
+
+TEST(Runtime, BlockOnRunsSeveralRootsInSequence) {
+  shoal::Runtime rt(shoal::RuntimeOptions::with_workers(2));
+  EXPECT_EQ(rt.block_on([]() -> Task<int> { co_return 1; }()), 1);
+  EXPECT_EQ(rt.block_on([]() -> Task<int> { co_return 2; }()), 2);
+}
+
+TEST(Runtime, BlockOnFromAWorkerIsRejected) {
+  shoal::Runtime rt(shoal::RuntimeOptions::with_workers(2));
+  bool rejected = rt.block_on([&]() -> Task<bool> {
+    try {
+      rt.block_on([]() -> Task<void> { co_return; }());
+    } catch (const std::logic_error&) {
+      co_return true;
+    }
+    co_return false;
+  }());
+  EXPECT_TRUE(rejected);
+}
+
+TEST(Runtime, ChildrenRunInParallelOnSeveralWorkers) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "parallel children");
+  std::atomic<int> running{0};
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  shoal::run(
+      shoal::scope([&](shoal::Scope& s) -> Task<void> {
+        for (int i = 0; i < 2; ++i) {
+          s.spawn([&]() -> Task<void> {
+            {
+              std::lock_guard<std::mutex> g(mu);
+              threads.insert(std::this_thread::get_id());
+            }
+            // Spin without yielding: only a second worker can let this end.
+            running.fetch_add(1);
+            while (running.load() < 2) std::this_thread::yield();
+            co_return;
+          });
+        }
+        co_return;
+      }),
+      shoal::RuntimeOptions::with_workers(4));
+  EXPECT_EQ(threads.size(), 2u);
+}
+
+TEST(Runtime, CancelUnwindsTheMainTaskAndRunRethrows) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "cancel main");
+  shoal::Runtime rt(shoal::RuntimeOptions::with_workers(4));
+  std::atomic<int> waiting{0};
+  std::atomic<int> unwound{0};
+  shoal::test::ManualEvent never;
+  struct Unwind {
+    std::atomic<int>* n;
+    ~Unwind() { n->fetch_add(1); }
+  };
+  std::thread canceller([&] {
+    while (waiting.load() < 4) std::this_thread::yield();
+    rt.cancel();
+  });
+  EXPECT_THROW(rt.block_on(shoal::scope([&](shoal::Scope& s) -> Task<void> {
+                 s.spawn([&]() -> Task<void> {  // waits on an event
+                   Unwind u{&unwound};
+                   waiting.fetch_add(1);
+                   co_await never.wait();
+                 });
+                 s.spawn([&]() -> Task<void> {  // spins at checkpoints
+                   Unwind u{&unwound};
+                   waiting.fetch_add(1);
+                   for (;;) co_await shoal::checkpoint();
+                 });
+                 s.spawn([&]() -> Task<void> {  // joins a child that never ends
+                   Unwind u{&unwound};
+                   co_await shoal::scope([&](shoal::Scope& inner) -> Task<void> {
+                     auto h = inner.start([&]() -> Task<int> {
+                       Unwind u2{&unwound};
+                       waiting.fetch_add(1);
+                       co_await never.wait();
+                       co_return 1;
+                     });
+                     co_await h;
+                   });
+                 });
+                 Unwind u{&unwound};
+                 waiting.fetch_add(1);
+                 co_await never.wait();
+               })),
+               shoal::Cancelled);
+  canceller.join();
+  EXPECT_EQ(unwound.load(), 5);
+}
+
+}  // namespace

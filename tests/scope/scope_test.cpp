@@ -1,0 +1,369 @@
+// Scopes: join-all, cancel-on-fault, start handles, spawn ownership, cancel().
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "support/frame_counter.hpp"
+#include "support/manual_event.hpp"
+#include "support/test_support.hpp"
+
+namespace {
+
+using shoal::Scope;
+using shoal::Task;
+
+SHOAL_TEST_SUITE(ScopeTest);
+
+struct Boom : std::runtime_error {
+  explicit Boom(const std::string& m) : std::runtime_error(m) {}
+};
+
+SHOAL_TEST(ScopeTest, ChildFaultCancelsSiblingsAndIsRethrown) {
+  std::atomic<int> cancelled{0};
+  std::atomic<int> waiting{0};
+  const void* thrown_at = nullptr;
+  shoal::test::ManualEvent never;
+  auto sibling = [&]() -> Task<void> {
+    try {
+      waiting.fetch_add(1);
+      co_await never.wait();
+    } catch (const shoal::Cancelled&) {
+      cancelled.fetch_add(1);
+      throw;
+    }
+  };
+  try {
+    co_await shoal::scope([&](Scope& s) -> Task<void> {
+      s.spawn(sibling);
+      s.spawn([&]() -> Task<void> {
+        while (waiting.load() < 2) co_await shoal::checkpoint();
+        try {
+          throw Boom("child 2 failed");
+        } catch (const Boom& e) {
+          thrown_at = &e;
+          throw;
+        }
+      });
+      s.spawn(sibling);
+      co_return;
+    });
+    ADD_FAILURE() << "scope returned normally";
+  } catch (const Boom& e) {
+    EXPECT_STREQ(e.what(), "child 2 failed");
+    EXPECT_EQ(&e, thrown_at) << "not the original exception object";
+  }
+  EXPECT_EQ(cancelled.load(), 2);
+}
+
+SHOAL_TEST(ScopeTest, BodyFaultCancelsChildrenAndIsRethrownAfterTheJoin) {
+  std::atomic<int> finished{0};
+  shoal::test::ManualEvent never;
+  try {
+    co_await shoal::scope([&](Scope& s) -> Task<void> {
+      for (int i = 0; i < 3; ++i) {
+        s.spawn([&]() -> Task<void> {
+          struct Done {
+            std::atomic<int>* n;
+            ~Done() { n->fetch_add(1); }
+          } d{&finished};
+          co_await never.wait();
+        });
+      }
+      throw Boom("body");
+    });
+    ADD_FAILURE() << "no throw";
+  } catch (const Boom& e) {
+    EXPECT_STREQ(e.what(), "body");
+    EXPECT_EQ(finished.load(), 3) << "children not joined before the scope rethrew";
+  }
+}
+
+TEST(ScopeFaults, SuppressedFaultsGoToTheHook) {
+  std::atomic<int> reported{0};
+  shoal::RuntimeOptions opts;
+  opts.workers = 4;
+  opts.on_suppressed_fault = [&](std::exception_ptr e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const Boom&) {
+      reported.fetch_add(1);
+    }
+  };
+  std::atomic<int> arrived{0};
+  EXPECT_THROW(shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
+                            for (int i = 0; i < 3; ++i) {
+                              s.spawn([&]() -> Task<void> {
+                                arrived.fetch_add(1);
+                                while (arrived.load() < 3) std::this_thread::yield();
+                                throw Boom("x");
+                                co_return;
+                              });
+                            }
+                            co_return;
+                          }),
+                          opts),
+               Boom);
+  EXPECT_EQ(reported.load(), 2);
+}
+
+SHOAL_TEST(ScopeTest, ReturnsTheBodyValueAfterEveryChildFinished) {
+  std::atomic<int> done{0};
+  int v = co_await shoal::scope([&](Scope& s) -> Task<int> {
+    for (int i = 0; i < 100; ++i) {
+      s.spawn([&]() -> Task<void> {
+        co_await shoal::checkpoint();
+        done.fetch_add(1);
+      });
+    }
+    co_return 7;
+  });
+  EXPECT_EQ(v, 7);
+  EXPECT_EQ(done.load(), 100);
+}
+
+SHOAL_TEST(ScopeTest, StartHandleYieldsTheChildValue) {
+  int sum = co_await shoal::scope([&](Scope& s) -> Task<int> {
+    auto a = s.start([]() -> Task<int> {
+      co_await shoal::checkpoint();
+      co_return 40;
+    });
+    auto b = s.start([](int x) -> Task<int> { co_return x; }, 2);
+    int va = co_await a;
+    int vb = co_await std::move(b);
+    co_return va + vb;
+  });
+  EXPECT_EQ(sum, 42);
+}
+
+SHOAL_TEST(ScopeTest, StartHandleRethrowsTheChildFault) {
+  bool caught = false;
+  try {
+    co_await shoal::scope([&](Scope& s) -> Task<void> {
+      auto h = s.start([]() -> Task<int> {
+        throw Boom("started child");
+        co_return 1;
+      });
+      try {
+        (void)co_await h;
+      } catch (const Boom&) {
+        caught = true;  // either the fault itself...
+      } catch (const shoal::Cancelled&) {
+        caught = true;  // ...or the scope's cancellation got here first
+        throw;
+      }
+    });
+  } catch (const Boom& e) {
+    EXPECT_STREQ(e.what(), "started child");
+  }
+  EXPECT_TRUE(caught);
+}
+
+SHOAL_TEST(ScopeTest, AwaitingAHandleTwiceIsALogicError) {
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    auto h = s.start([]() -> Task<int> { co_return 1; });
+    EXPECT_EQ(co_await h, 1);
+    EXPECT_THROW(co_await h, std::logic_error);
+  });
+}
+
+SHOAL_TEST(ScopeTest, UndeliveredStartResultIsDestroyedAtScopeExit) {
+  auto counter = std::make_shared<int>(0);
+  struct Probe {
+    std::shared_ptr<int> c;
+    Probe(std::shared_ptr<int> p) : c(std::move(p)) {}
+    Probe(Probe&& o) noexcept = default;
+    ~Probe() {
+      if (c) ++*c;
+    }
+  };
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    (void)s.start([counter]() -> Task<Probe> { co_return Probe(counter); });
+    co_return;
+  });
+  EXPECT_EQ(*counter, 1);
+}
+
+SHOAL_TEST(ScopeTest, SpawnCopiesArgumentsAndOwnsTheCallable) {
+  std::string seen;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    std::string arg = "original";
+    s.spawn(
+        [&seen](std::string a) -> Task<void> {
+          co_await shoal::checkpoint();
+          seen = a;
+        },
+        arg);
+    arg = "changed after spawn";
+    co_return;
+  });
+  EXPECT_EQ(seen, "original");
+}
+
+SHOAL_TEST(ScopeTest, CancelEndsAVoidScopeNormally) {
+  shoal::test::ManualEvent never;
+  std::atomic<int> cancelled{0};
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    for (int i = 0; i < 4; ++i) {
+      s.spawn([&]() -> Task<void> {
+        try {
+          co_await never.wait();
+        } catch (const shoal::Cancelled&) {
+          cancelled.fetch_add(1);
+          throw;
+        }
+      });
+    }
+    s.cancel();
+    co_await never.wait();  // the body is cancelled too
+    ADD_FAILURE() << "body not cancelled";
+  });
+  EXPECT_EQ(cancelled.load(), 4);
+}
+
+SHOAL_TEST(ScopeTest, CancelledValueScopeThrowsScopeCancelled) {
+  shoal::test::ManualEvent never;
+  EXPECT_THROW(co_await shoal::scope([&](Scope& s) -> Task<int> {
+                 s.cancel();
+                 co_await never.wait();
+                 co_return 1;
+               }),
+               shoal::ScopeCancelled);
+}
+
+SHOAL_TEST(ScopeTest, CancelledScopeThatStillProducedItsValueReturnsIt) {
+  int v = co_await shoal::scope([&](Scope& s) -> Task<int> {
+    s.cancel();
+    co_return 5;  // completed before any checkpoint observed the cancel
+  });
+  EXPECT_EQ(v, 5);
+}
+
+SHOAL_TEST(ScopeTest, GrandchildrenInNestedScopesOnOtherWorkersAreCancelled) {
+  std::atomic<int> ready{0};
+  std::atomic<int> cancelled{0};
+  shoal::test::ManualEvent never;
+  EXPECT_THROW(co_await shoal::scope([&](Scope& outer) -> Task<void> {
+                 for (int c = 0; c < 3; ++c) {
+                   outer.spawn([&]() -> Task<void> {
+                     co_await shoal::scope([&](Scope& mid) -> Task<void> {
+                       for (int g = 0; g < 3; ++g) {
+                         mid.spawn([&]() -> Task<void> {
+                           co_await shoal::scope([&](Scope& leaf) -> Task<void> {
+                             leaf.spawn([&]() -> Task<void> {
+                               try {
+                                 ready.fetch_add(1);
+                                 co_await never.wait();
+                               } catch (const shoal::Cancelled&) {
+                                 cancelled.fetch_add(1);
+                                 throw;
+                               }
+                             });
+                             co_return;
+                           });
+                         });
+                       }
+                       co_return;
+                     });
+                   });
+                 }
+                 outer.spawn([&]() -> Task<void> {
+                   while (ready.load() < 9) co_await shoal::checkpoint();
+                   throw Boom("outer child");
+                 });
+                 co_return;
+               }),
+               Boom);
+  EXPECT_EQ(cancelled.load(), 9);
+}
+
+SHOAL_TEST(ScopeTest, CancelledTaskFreesCapturedStateExactlyOnce) {
+  auto destroyed = std::make_shared<std::atomic<int>>(0);
+  struct Heap {
+    std::shared_ptr<std::atomic<int>> d;
+    std::unique_ptr<int[]> payload{new int[1024]};
+    explicit Heap(std::shared_ptr<std::atomic<int>> p) : d(std::move(p)) {}
+    Heap(Heap&& o) noexcept = default;
+    ~Heap() {
+      if (payload) d->fetch_add(1);
+    }
+  };
+  shoal::test::ManualEvent never;
+  EXPECT_THROW(co_await shoal::scope([&](Scope& s) -> Task<void> {
+                 s.spawn([h = Heap(destroyed), &never]() -> Task<void> { co_await never.wait(); });
+                 s.spawn([]() -> Task<void> {
+                   co_await shoal::checkpoint();
+                   throw Boom("sibling");
+                 });
+                 co_return;
+               }),
+               Boom);
+  EXPECT_EQ(destroyed->load(), 1);
+}
+
+Task<int> tree(int depth) {
+  if (depth == 0) co_return 1;
+  co_return co_await shoal::scope([depth](Scope& s) -> Task<int> {
+    auto a = s.start(tree, depth - 1);
+    auto b = s.start(tree, depth - 1);
+    co_return co_await a + co_await b;
+  });
+}
+
+SHOAL_TEST(ScopeTest, DeepSpawnTreeJoinsEveryLeaf) {
+  EXPECT_EQ(co_await tree(12), 4096);
+}
+
+Task<int> nest(int depth) {
+  if (depth == 0) co_return 0;
+  co_return co_await shoal::scope([depth](Scope& s) -> Task<int> {
+    s.spawn([]() -> Task<void> { co_await shoal::checkpoint(); });
+    co_return 1 + co_await nest(depth - 1);
+  });
+}
+
+SHOAL_TEST(ScopeTest, DeeplyNestedScopesUnwind) {
+  EXPECT_EQ(co_await nest(500), 500);
+}
+
+TEST(ScopeFrames, EveryFrameIsFreedAfterFaultsAndCancellation) {
+  shoal::test::FrameCounter frames;
+  shoal::test::ManualEvent never;
+  for (int round = 0; round < 20; ++round) {
+    EXPECT_THROW(shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
+                              for (int i = 0; i < 50; ++i) s.spawn([&]() -> Task<void> { co_await never.wait(); });
+                              auto h = s.start([]() -> Task<int> { co_return 3; });
+                              s.spawn([]() -> Task<void> {
+                                throw Boom("x");
+                                co_return;
+                              });
+                              co_await never.wait();
+                            }),
+                            shoal::RuntimeOptions::with_workers(3)),
+                 Boom);
+  }
+  EXPECT_EQ(frames.live(), 0);
+}
+
+TEST(ScopeFrames, SpawnAllocationFailureIsAFaultNotACrash) {
+  shoal::test::FrameCounter frames;
+  std::atomic<int> ran{0};
+  // Frame 1 is the scope, 2 its body; the third allocation is a spawn.
+  frames.fail_at(3, /*forever=*/true);
+  EXPECT_THROW(shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
+                 for (int i = 0; i < 10; ++i) s.spawn([&]() -> Task<void> {
+                     ran.fetch_add(1);
+                     co_return;
+                   });
+                 co_return;
+               })),
+               std::bad_alloc);
+  frames.stop_failing();
+  EXPECT_EQ(ran.load(), 0);
+  EXPECT_EQ(frames.live(), 0);
+}
+
+}  // namespace
