@@ -54,7 +54,7 @@ void frame_deallocate(void* p, std::size_t size) noexcept {
   } else if (header->hooks != nullptr) {
     header->hooks->deallocate(header, total, header->hooks->ctx);
   } else {
-    ::operator delete(header, total);
+    ::operator delete(header);  // unsized: clang 14 lacks sized delete by default
   }
 }
 

@@ -109,7 +109,7 @@ Task<void> node(Ctx& ctx, std::uint64_t seed, int depth, bool single_worker) {
 
 void stress(std::size_t workers, bool deterministic, const char* name) {
   const std::uint64_t base = shoal::test::test_seed(name);
-  const long iterations = shoal::test::scaled(3000, 30);
+  const long iterations = shoal::test::scaled(20000, 100);
   shoal::test::FrameCounter frames;
   shoal::test::Watchdog dog(std::chrono::seconds(500), name);
   Ctx ctx;

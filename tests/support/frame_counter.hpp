@@ -47,7 +47,8 @@ class FrameCounter {
   }
   static void dealloc(void* p, std::size_t size, void* ctx) noexcept {
     static_cast<FrameCounter*>(ctx)->live_.fetch_sub(1);
-    ::operator delete(p, size);
+    (void)size;
+    ::operator delete(p);
   }
 
   detail::FrameHooks hooks_{};

@@ -5,7 +5,6 @@
 
 #include <coroutine>
 #include <mutex>
-#include <vector>
 
 #include "shoal/detail/fiber.hpp"
 #include "shoal/runtime/errors.hpp"
@@ -30,7 +29,7 @@ class ManualEvent {
       {
         std::lock_guard<std::mutex> g(ev_->mu_);
         if (!ev_->set_ && !f_->cancelled()) {
-          ev_->waiters_.push_back(this);
+          ev_->link(this);
           return true;
         }
         cancelled_ = !ev_->set_;
@@ -40,14 +39,10 @@ class ManualEvent {
     }
     bool cancel_wait() noexcept override {
       std::lock_guard<std::mutex> g(ev_->mu_);
-      for (auto it = ev_->waiters_.begin(); it != ev_->waiters_.end(); ++it) {
-        if (*it == this) {
-          ev_->waiters_.erase(it);
-          cancelled_ = true;
-          return true;
-        }
-      }
-      return false;
+      if (!linked_) return false;
+      ev_->unlink(this);
+      cancelled_ = true;
+      return true;
     }
     void await_resume() const {
       if (cancelled_) throw Cancelled{};
@@ -58,22 +53,29 @@ class ManualEvent {
     ManualEvent* ev_;
     detail::Fiber* f_ = nullptr;
     bool cancelled_ = false;
+    bool linked_ = false;
+    Awaiter* prev_ = nullptr;
+    Awaiter* next_ = nullptr;
   };
 
   /// Waits until `set()`. Checkpoint: yes.
   Awaiter wait() noexcept { return Awaiter{this}; }
 
   void set() {
-    std::vector<Awaiter*> woken;
+    Awaiter* woken;
     {
       std::lock_guard<std::mutex> g(mu_);
       set_ = true;
-      woken.swap(waiters_);
+      woken = head_;
+      for (Awaiter* w = head_; w != nullptr; w = w->next_) w->linked_ = false;
+      head_ = nullptr;
     }
-    for (Awaiter* w : woken) {
+    while (woken != nullptr) {
+      Awaiter* w = woken;
+      woken = w->next_;
       detail::Fiber* f = w->f_;
       detail::disarm_wait(f, w);
-      detail::schedule(f);
+      detail::schedule(f);  // w may be gone from here on
     }
   }
 
@@ -83,9 +85,26 @@ class ManualEvent {
   }
 
  private:
+  void link(Awaiter* w) noexcept {
+    w->linked_ = true;
+    w->prev_ = nullptr;
+    w->next_ = head_;
+    if (head_ != nullptr) head_->prev_ = w;
+    head_ = w;
+  }
+  void unlink(Awaiter* w) noexcept {
+    w->linked_ = false;
+    if (w->prev_ != nullptr) {
+      w->prev_->next_ = w->next_;
+    } else {
+      head_ = w->next_;
+    }
+    if (w->next_ != nullptr) w->next_->prev_ = w->prev_;
+  }
+
   std::mutex mu_;
   bool set_ = false;
-  std::vector<Awaiter*> waiters_;
+  Awaiter* head_ = nullptr;  // intrusive list of waiters, guarded by mu_
 };
 
 }  // namespace shoal::test

@@ -41,6 +41,13 @@ inline std::uint64_t test_seed(const char* test_name) {
 
 inline constexpr std::chrono::seconds kWatchdog{120};
 
+/// Makes `x` escape so the optimizer cannot elide it (clang elides coroutine
+/// frames that provably never leave a function).
+template <class T>
+inline void escape(T& x) {
+  asm volatile("" : : "g"(&x) : "memory");
+}
+
 /// Fixture for runtime-dependent suites: parameterized by worker count.
 class RuntimeTest : public ::testing::TestWithParam<std::size_t> {
  protected:

@@ -42,7 +42,22 @@ struct CurrentFiber {
 /// task it returns: the second of at most two allocations of a spawned callable.
 template <class F, class... Args>
 auto invoke_owned(F f, Args... args) -> Task<typename std::invoke_result_t<F&, Args&...>::value_type> {
-  co_return co_await std::invoke(f, args...);
+  using R = typename std::invoke_result_t<F&, Args&...>::value_type;
+  auto inner = std::invoke(f, args...);
+  if (!inner) throw std::invalid_argument("shoal: a spawned callable returned an empty Task");
+  Forward<R> fw{inner.release()};
+  struct Free {
+    std::coroutine_handle<Promise<R>> h;
+    ~Free() { h.destroy(); }
+  } free{fw.h};
+  const bool ok = co_await fw;
+  if constexpr (std::is_void_v<R>) {
+    (void)ok;
+    co_return;
+  } else {
+    if (!ok) co_return ForwardedError{};
+    co_return fw.h.promise().take();
+  }
 }
 
 template <class F, class... Args>
