@@ -367,3 +367,40 @@ TEST(ScopeFrames, SpawnAllocationFailureIsAFaultNotACrash) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(ScopeFanOut, TenThousandCancellationsAreSpreadOverTheWorkers) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "fan-out spread");
+  constexpr int kChildren = 10'000;
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  std::atomic<int> blocked{0}, cancelled{0};
+  shoal::test::ManualEvent never;
+  EXPECT_THROW(shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
+                            for (int i = 0; i < kChildren; ++i) {
+                              s.spawn([&]() -> Task<void> {
+                                try {
+                                  blocked.fetch_add(1);
+                                  co_await never.wait();
+                                } catch (const shoal::Cancelled&) {
+                                  cancelled.fetch_add(1);
+                                  std::lock_guard<std::mutex> g(mu);
+                                  threads.insert(std::this_thread::get_id());
+                                  throw;
+                                }
+                              });
+                            }
+                            s.spawn([&]() -> Task<void> {
+                              while (blocked.load() < kChildren) co_await shoal::checkpoint();
+                              throw Boom("fault");
+                            });
+                            co_return;
+                          }),
+                          shoal::RuntimeOptions::with_workers(4)),
+               Boom);
+  EXPECT_EQ(cancelled.load(), kChildren);
+  EXPECT_GE(threads.size(), 2u) << "every cancelled child resumed on one thread";
+}
+
+}  // namespace
