@@ -1,20 +1,137 @@
 // Frame allocation. Every frame carries a 16-byte header recording where it
 // came from, so frees go back to the right place even if the hooks or the
 // thread's resource changed in between.
+//
+// The default source is a per-thread frame cache: size classes of 32 bytes
+// up to 1 KiB, a local free list owned by the thread, and a lock-free remote
+// list that other threads push frees onto (a frame spawned on one worker
+// usually finishes on another). The owner drains its remote list when its
+// local list runs dry, so spawn+join never reaches malloc's arena locks in
+// steady state. Caches are never destroyed: a thread that exits hands its
+// cache back to a pool and a later thread adopts it, so a frame freed after
+// its allocating thread exited still has a live cache to go to.
+// Under ASan the cache is off, so frame use-after-free is still caught.
 #include "shoal/detail/frame_alloc.hpp"
 
+#include <cstdint>
+#include <mutex>
 #include <new>
+#include <vector>
 
 #include "shoal/detail/sync_shim.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SHOAL_FRAME_CACHE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SHOAL_FRAME_CACHE 0
+#endif
+#endif
+#ifndef SHOAL_FRAME_CACHE
+#define SHOAL_FRAME_CACHE 1
+#endif
 
 namespace shoal::detail {
 namespace {
 
+enum class Source : std::uint32_t { heap, hooks, resource, cache };
+
 struct alignas(16) Header {
-  std::pmr::memory_resource* resource;  // non-null: from a pmr resource
-  const FrameHooks* hooks;              // non-null: from test hooks
+  void* owner;  // the FrameHooks, memory_resource or FrameCache it came from
+  Source source;
+  std::uint32_t size_class;
 };
 static_assert(sizeof(Header) == 16);
+
+constexpr std::size_t kGranule = 32;
+constexpr std::size_t kClasses = 32;  // up to 1 KiB
+constexpr std::size_t kLocalCap = 4096;
+
+struct FreeBlock {
+  FreeBlock* next;
+};
+
+struct FrameCache {
+  FreeBlock* local[kClasses] = {};
+  std::size_t local_count[kClasses] = {};
+  shim::atomic<FreeBlock*> remote[kClasses] = {};
+  FrameCache* next_free = nullptr;  // pool link (guarded by g_pool_mu)
+
+  void* pop(std::size_t c) noexcept {
+    FreeBlock* b = local[c];
+    if (b == nullptr) {
+      b = remote[c].exchange(nullptr, std::memory_order_acquire);
+      if (b == nullptr) return nullptr;
+      std::size_t n = 0;
+      for (FreeBlock* x = b; x != nullptr; x = x->next) ++n;
+      local_count[c] += n;
+    }
+    local[c] = b->next;
+    --local_count[c];
+    return b;
+  }
+  void push_local(std::size_t c, void* p) noexcept {
+    if (local_count[c] >= kLocalCap) {
+      ::operator delete(p);
+      return;
+    }
+    auto* b = static_cast<FreeBlock*>(p);
+    b->next = local[c];
+    local[c] = b;
+    ++local_count[c];
+  }
+  void push_remote(std::size_t c, void* p) noexcept {
+    auto* b = static_cast<FreeBlock*>(p);
+    FreeBlock* head = remote[c].load(std::memory_order_relaxed);
+    do {
+      b->next = head;
+    } while (!remote[c].compare_exchange_weak(head, b, std::memory_order_release, std::memory_order_relaxed));
+  }
+  void release_local() noexcept {
+    for (std::size_t c = 0; c < kClasses; ++c) {
+      while (FreeBlock* b = local[c]) {
+        local[c] = b->next;
+        ::operator delete(b);
+      }
+      local_count[c] = 0;
+    }
+  }
+};
+
+std::mutex g_pool_mu;
+FrameCache* g_pool = nullptr;
+
+// Adopts a cache on first use; hands it back to the pool at thread exit.
+thread_local bool tls_cache_dead = false;  // set once the slot is destroyed
+
+struct CacheSlot {
+  FrameCache* cache = nullptr;
+  FrameCache* get() {
+    if (cache == nullptr) {
+      std::lock_guard<std::mutex> g(g_pool_mu);
+      if (g_pool != nullptr) {
+        cache = g_pool;
+        g_pool = cache->next_free;
+      } else {
+        cache = new FrameCache();  // never freed; see the note at the top
+      }
+    }
+    return cache;
+  }
+  ~CacheSlot();
+};
+
+CacheSlot::~CacheSlot() {
+    tls_cache_dead = true;  // frees after this point go to the owner's remote list
+    if (cache == nullptr) return;
+    cache->release_local();
+    std::lock_guard<std::mutex> g(g_pool_mu);
+    cache->next_free = g_pool;
+    g_pool = cache;
+    cache = nullptr;
+}
+
+thread_local CacheSlot tls_cache;
 
 shim::atomic<const FrameHooks*> g_hooks{nullptr};
 thread_local std::pmr::memory_resource* tls_resource = nullptr;
@@ -31,30 +148,53 @@ FrameResourceGuard::~FrameResourceGuard() { tls_resource = previous_; }
 
 void* frame_allocate(std::size_t size) {
   const std::size_t total = size + sizeof(Header);
-  std::pmr::memory_resource* resource = tls_resource;
-  const FrameHooks* hooks = nullptr;
-  void* raw;
-  if (resource != nullptr) {
-    raw = resource->allocate(total, alignof(Header));
-  } else if ((hooks = g_hooks.load(std::memory_order_acquire)) != nullptr) {
-    raw = hooks->allocate(total, hooks->ctx);
-    if (raw == nullptr) throw std::bad_alloc();
-  } else {
-    raw = ::operator new(total);
+  if (std::pmr::memory_resource* resource = tls_resource) {
+    void* raw = resource->allocate(total, alignof(Header));
+    return ::new (raw) Header{resource, Source::resource, 0} + 1;
   }
-  auto* header = ::new (raw) Header{resource, hooks};
-  return header + 1;
+  if (const FrameHooks* hooks = g_hooks.load(std::memory_order_acquire)) {
+    void* raw = hooks->allocate(total, hooks->ctx);
+    if (raw == nullptr) throw std::bad_alloc();
+    return ::new (raw) Header{const_cast<FrameHooks*>(hooks), Source::hooks, 0} + 1;
+  }
+#if SHOAL_FRAME_CACHE
+  const std::size_t c = (total + kGranule - 1) / kGranule - 1;
+  if (c < kClasses && !tls_cache_dead) {
+    FrameCache* cache = tls_cache.get();
+    void* raw = cache->pop(c);
+    if (raw == nullptr) raw = ::operator new((c + 1) * kGranule);
+    return ::new (raw) Header{cache, Source::cache, static_cast<std::uint32_t>(c)} + 1;
+  }
+#endif
+  void* raw = ::operator new(total);
+  return ::new (raw) Header{nullptr, Source::heap, 0} + 1;
 }
 
 void frame_deallocate(void* p, std::size_t size) noexcept {
   auto* header = static_cast<Header*>(p) - 1;
   const std::size_t total = size + sizeof(Header);
-  if (header->resource != nullptr) {
-    header->resource->deallocate(header, total, alignof(Header));
-  } else if (header->hooks != nullptr) {
-    header->hooks->deallocate(header, total, header->hooks->ctx);
-  } else {
-    ::operator delete(header);  // unsized: clang 14 lacks sized delete by default
+  switch (header->source) {
+    case Source::resource:
+      static_cast<std::pmr::memory_resource*>(header->owner)->deallocate(header, total, alignof(Header));
+      return;
+    case Source::hooks: {
+      auto* hooks = static_cast<const FrameHooks*>(header->owner);
+      hooks->deallocate(header, total, hooks->ctx);
+      return;
+    }
+    case Source::cache: {
+      auto* owner = static_cast<FrameCache*>(header->owner);
+      const std::size_t c = header->size_class;
+      if (!tls_cache_dead && tls_cache.cache == owner) {
+        owner->push_local(c, header);
+      } else {
+        owner->push_remote(c, header);
+      }
+      return;
+    }
+    case Source::heap:
+      ::operator delete(header);  // unsized: clang 14 lacks sized delete by default
+      return;
   }
 }
 

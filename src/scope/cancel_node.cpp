@@ -46,9 +46,27 @@ void wake_for_cancel(Fiber* f, FiberBatch& batch) noexcept {
 
 }  // namespace
 
-void publish_hook(Fiber* f, WaitHook* w) noexcept { f->hook.store(w, std::memory_order_seq_cst); }
+namespace {
+// A spawned fiber joins its home node's list at its first wait: cancellers
+// only need to find fibers that can be suspended at a wait. Linking before
+// the hook is published keeps the Dekker argument: a canceller that walked
+// the list before we joined it set the flag before taking the lock we took
+// after, so our flag check sees it.
+void link_home(Fiber* f) noexcept {
+  if (f->home != nullptr && (f->flags & Fiber::kLinked) == 0) {
+    f->home->add_fiber(f);
+    f->flags |= Fiber::kLinked;
+  }
+}
+}  // namespace
+
+void publish_hook(Fiber* f, WaitHook* w) noexcept {
+  link_home(f);
+  f->hook.store(w, std::memory_order_seq_cst);
+}
 
 bool arm_wait(Fiber* f, WaitHook* w) noexcept {
+  link_home(f);
   f->hook.store(w, std::memory_order_seq_cst);
   if (f->node.load(std::memory_order_relaxed)->cancelled.load(std::memory_order_seq_cst)) {
     disarm_wait(f, w);
@@ -113,6 +131,7 @@ void CancelNode::remove_fiber(Fiber* f) noexcept {
   if (f->node_next != nullptr) f->node_next->node_prev = f->node_prev;
   lock.unlock();
   f->node_prev = f->node_next = nullptr;
+  f->flags &= ~Fiber::kLinked;
 }
 
 namespace {
@@ -142,11 +161,12 @@ namespace shoal {
 std::coroutine_handle<> Scope::fiber_done(detail::Fiber& f, detail::PromiseBase& p,
                                           std::coroutine_handle<> frame) noexcept {
   if (p.error_ && !detail::is_cancelled_exception(p.error_)) fault(p.error_);
-  node_.remove_fiber(&f);
+  if ((f.flags & detail::Fiber::kLinked) != 0) node_.remove_fiber(&f);
   detail::Fiber* body = body_;
   if ((f.flags & detail::Fiber::kRetained) != 0) {
     f.resume = frame;  // the frame to free if the result is never delivered
     node_.lock.lock();
+    f.node_prev = nullptr;
     f.node_next = retained_;
     if (retained_ != nullptr) retained_->node_prev = &f;
     retained_ = &f;

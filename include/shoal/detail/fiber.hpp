@@ -47,7 +47,8 @@ struct Fiber {
   Scheduler* sched = nullptr;
   FiberOwner* owner = nullptr;
   shim::atomic<CancelNode*> node{nullptr};  // innermost cancel node; written by the fiber only
-  Fiber* node_prev = nullptr;            // links in the owning node's list (node lock)
+  CancelNode* home = nullptr;            // the node of the scope it was spawned into
+  Fiber* node_prev = nullptr;            // links in home's list (home's lock), once it first waits
   Fiber* node_next = nullptr;
   shim::atomic<WaitHook*> hook{nullptr};  // armed while suspended at a cancellable wait
   shim::atomic<std::uintptr_t> join{0};   // Scope::start: kJoin* or the JoinWaiter*
@@ -55,6 +56,7 @@ struct Fiber {
   std::uint32_t flags = 0;
 
   static constexpr std::uint32_t kRetained = 1;  // frame outlives completion (start())
+  static constexpr std::uint32_t kLinked = 2;    // in home's fiber list (linked at its first wait)
   static constexpr std::uintptr_t kJoinRunning = 0, kJoinDone = 1, kJoinCancelPending = 2;
 
   bool cancelled() const noexcept;

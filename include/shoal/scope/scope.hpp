@@ -172,11 +172,12 @@ class Scope final : private detail::FiberOwner {
     cf.sched = node_.sched;
     cf.owner = this;
     cf.node.store(&node_, std::memory_order_relaxed);
+    cf.home = &node_;
     cf.resume = h;
     cf.flags = flags;
     p.fiber_ = &cf;
     live_.fetch_add(2, std::memory_order_relaxed);
-    node_.add_fiber(&cf);
+    // Not linked into node_ yet: a child that never waits never takes the lock.
     detail::schedule_spawn(&cf);
   }
 
