@@ -98,7 +98,7 @@ struct FrameCache {
   }
 };
 
-std::mutex g_pool_mu;
+shim::mutex g_pool_mu;
 FrameCache* g_pool = nullptr;
 
 // Adopts a cache on first use; hands it back to the pool at thread exit.
@@ -108,7 +108,7 @@ struct CacheSlot {
   FrameCache* cache = nullptr;
   FrameCache* get() {
     if (cache == nullptr) {
-      std::lock_guard<std::mutex> g(g_pool_mu);
+      shim::lock_guard<shim::mutex> g(g_pool_mu);
       if (g_pool != nullptr) {
         cache = g_pool;
         g_pool = cache->next_free;
@@ -125,7 +125,7 @@ CacheSlot::~CacheSlot() {
     tls_cache_dead = true;  // frees after this point go to the owner's remote list
     if (cache == nullptr) return;
     cache->release_local();
-    std::lock_guard<std::mutex> g(g_pool_mu);
+    shim::lock_guard<shim::mutex> g(g_pool_mu);
     cache->next_free = g_pool;
     g_pool = cache;
     cache = nullptr;

@@ -32,7 +32,7 @@ namespace {
 thread_local Worker* tls_worker = nullptr;
 thread_local Fiber* tls_fiber = nullptr;
 
-std::mutex g_registry_mu;
+shim::mutex g_registry_mu;
 std::vector<const Scheduler*> g_registry;
 
 std::size_t default_workers() {
@@ -108,13 +108,13 @@ Scheduler::Scheduler(RuntimeOptions options)
       }
     });
   }
-  std::lock_guard<std::mutex> g(g_registry_mu);
+  shim::lock_guard<shim::mutex> g(g_registry_mu);
   g_registry.push_back(this);
 }
 
 Scheduler::~Scheduler() {
   {
-    std::lock_guard<std::mutex> g(g_registry_mu);
+    shim::lock_guard<shim::mutex> g(g_registry_mu);
     g_registry.erase(std::find(g_registry.begin(), g_registry.end(), this));
   }
   shutdown_.store(true, std::memory_order_seq_cst);
@@ -149,7 +149,7 @@ void Scheduler::notify_parked() noexcept {
 void Scheduler::inject(Fiber* f) noexcept {
   if (deterministic_) {
     {
-      std::lock_guard<std::mutex> g(det_mu_);
+      shim::lock_guard<shim::mutex> g(det_mu_);
       det_ready_.push_back(f);
     }
     workers_[0]->parker.unpark(*this);
@@ -189,7 +189,7 @@ void Scheduler::schedule_batch(FiberBatch& batch) noexcept {
   if (batch.empty()) return;
   Worker* w = tls_worker;
   if (deterministic_) {
-    std::lock_guard<std::mutex> g(det_mu_);
+    shim::lock_guard<shim::mutex> g(det_mu_);
     for (Fiber* f = batch.head; f != nullptr;) {
       Fiber* next = f->next;
       det_ready_.push_back(f);
@@ -322,7 +322,7 @@ void Scheduler::deterministic_main(Worker& w) noexcept {
   for (;;) {
     Fiber* f = nullptr;
     {
-      std::lock_guard<std::mutex> g(det_mu_);
+      shim::lock_guard<shim::mutex> g(det_mu_);
       if (!det_ready_.empty()) {
         std::size_t i = det_rng_() % det_ready_.size();
         f = det_ready_[i];
@@ -343,17 +343,17 @@ void Scheduler::deterministic_main(Worker& w) noexcept {
 }
 
 void Scheduler::add_root(CancelNode* n) {
-  std::lock_guard<std::mutex> g(roots_mu_);
+  shim::lock_guard<shim::mutex> g(roots_mu_);
   roots_.push_back(n);
 }
 
 void Scheduler::remove_root(CancelNode* n) noexcept {
-  std::lock_guard<std::mutex> g(roots_mu_);
+  shim::lock_guard<shim::mutex> g(roots_mu_);
   roots_.erase(std::find(roots_.begin(), roots_.end(), n));
 }
 
 void Scheduler::cancel_roots() noexcept {
-  std::lock_guard<std::mutex> g(roots_mu_);
+  shim::lock_guard<shim::mutex> g(roots_mu_);
   for (CancelNode* n : roots_) n->cancel(false);
 }
 
@@ -386,10 +386,29 @@ void Scheduler::dump(std::ostream& out) const {
         << ", local queue " << w->local.size() << ", polls " << w->polls.load(std::memory_order_relaxed)
         << ", parker " << w->parker.state() << "\n";
   }
-  std::lock_guard<std::mutex> g(roots_mu_);
-  for (CancelNode* n : roots_) {
-    out << "  root task: " << (n->cancelled.load() ? "cancelled" : "running") << "\n";
+  shim::lock_guard<shim::mutex> g(roots_mu_);
+  for (CancelNode* n : roots_) dump_node(out, n, 1);
+}
+
+// Best effort: a node whose lock is held (perhaps by a hung thread) is
+// reported as such instead of blocking the watchdog.
+void Scheduler::dump_node(std::ostream& out, CancelNode* n, int depth) const {
+  const std::string indent(static_cast<std::size_t>(depth) * 2, ' ');
+  out << indent << (depth == 1 ? "root" : "scope") << (n->cancelled.load() ? " [cancelled]" : "")
+      << (n->shielded ? " [shielded]" : "");
+  if (!n->lock.try_lock()) {
+    out << " (locked)\n";
+    return;
   }
+  std::size_t waiting = 0, children = 0;
+  for (Fiber* f = n->first_fiber; f != nullptr; f = f->node_next) {
+    if (f->hook.load(std::memory_order_relaxed) != nullptr) ++waiting;
+  }
+  for (CancelNode* c = n->first_child; c != nullptr; c = c->next_sibling) ++children;
+  out << ": body " << (n->body != nullptr && n->body->hook.load(std::memory_order_relaxed) ? "waiting" : "not waiting")
+      << ", " << waiting << " children suspended at a wait, " << children << " nested scopes\n";
+  for (CancelNode* c = n->first_child; c != nullptr; c = c->next_sibling) dump_node(out, c, depth + 1);
+  n->lock.unlock();
 }
 
 // ---- free functions from fiber.hpp -------------------------------------
@@ -402,14 +421,14 @@ Fiber* current_fiber() noexcept { return tls_fiber; }
 void report_suppressed_fault(Scheduler* s, const std::exception_ptr& e) noexcept { s->report_suppressed(e); }
 
 std::coroutine_handle<> RootOwner::fiber_done(Fiber&, PromiseBase&, std::coroutine_handle<>) noexcept {
-  std::lock_guard<std::mutex> g(mu_);
+  shim::lock_guard<shim::mutex> g(mu_);
   done_ = true;
   cv_.notify_one();
   return std::noop_coroutine();
 }
 
 void RootOwner::wait() noexcept {
-  std::unique_lock<std::mutex> g(mu_);
+  shim::unique_lock<shim::mutex> g(mu_);
   cv_.wait(g, [this] { return done_; });
 }
 
@@ -463,7 +482,7 @@ std::size_t Runtime::worker_count() const noexcept { return sched_->worker_count
 void Runtime::dump_state(std::ostream& out) const { sched_->dump(out); }
 
 void Runtime::dump_all(std::ostream& out) {
-  std::lock_guard<std::mutex> g(detail::g_registry_mu);
+  detail::shim::lock_guard<detail::shim::mutex> g(detail::g_registry_mu);
   for (const detail::Scheduler* s : detail::g_registry) s->dump(out);
 }
 

@@ -48,7 +48,7 @@ struct Worker {
   Parker parker;
   shim::atomic<std::uint64_t> polls{0};
   shim::atomic<int> activity{0};  // 0 running, 1 searching, 2 parked (for dumps)
-  std::thread thread;
+  shim::thread thread;
 };
 
 class Scheduler {
@@ -73,6 +73,7 @@ class Scheduler {
 
   void report_suppressed(const std::exception_ptr& e) noexcept;
   void dump(std::ostream& out) const;
+  void dump_node(std::ostream& out, CancelNode* n, int depth) const;
 
   // Parking support.
   bool try_lock_driver() noexcept { return !driver_busy_.exchange(true, std::memory_order_acquire); }
@@ -102,11 +103,11 @@ class Scheduler {
   shim::atomic<bool> shutdown_{false};
 
   // Deterministic executor: one ready list, picked at random from a seed.
-  std::mutex det_mu_;
+  shim::mutex det_mu_;
   std::vector<Fiber*> det_ready_;
   std::mt19937_64 det_rng_;
 
-  mutable std::mutex roots_mu_;
+  mutable shim::mutex roots_mu_;
   std::vector<CancelNode*> roots_;
 };
 

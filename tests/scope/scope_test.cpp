@@ -3,6 +3,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -401,6 +402,61 @@ TEST(ScopeFanOut, TenThousandCancellationsAreSpreadOverTheWorkers) {
                Boom);
   EXPECT_EQ(cancelled.load(), kChildren);
   EXPECT_GE(threads.size(), 2u) << "every cancelled child resumed on one thread";
+}
+
+}  // namespace
+
+namespace {
+
+long allocations_for(shoal::test::FrameCounter& frames, bool callable, int n) {
+  auto trivial = []() -> Task<void> { co_return; };
+  const long before = frames.allocations();
+  shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
+    for (int i = 0; i < n; ++i) {
+      if (callable) {
+        s.spawn(trivial);
+      } else {
+        s.spawn(trivial());
+      }
+    }
+    co_return;
+  }));
+  return frames.allocations() - before;
+}
+
+TEST(ScopeFrames, SpawnedTaskCostsOneAllocationAndACallableTwo) {
+  shoal::test::FrameCounter frames;
+  const long base = allocations_for(frames, false, 0);
+  EXPECT_EQ(allocations_for(frames, false, 100) - base, 100);
+  EXPECT_EQ(allocations_for(frames, true, 100) - base, 200);
+  EXPECT_EQ(frames.live(), 0);
+}
+
+TEST(Watchdog, DumpShowsWorkersAndTheScopeTree) {
+  shoal::test::ManualEvent ev;
+  std::atomic<bool> waiting{false};
+  std::string dump;
+  shoal::Runtime rt(shoal::RuntimeOptions::with_workers(2));
+  std::thread t([&] {
+    while (!waiting.load()) std::this_thread::yield();
+    std::ostringstream out;
+    shoal::Runtime::dump_all(out);
+    dump = out.str();
+    ev.set();
+  });
+  rt.block_on(shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      co_await shoal::scope([&](Scope&) -> Task<void> {
+        waiting.store(true);
+        co_await ev.wait();
+      });
+    });
+    co_return;
+  }));
+  t.join();
+  EXPECT_NE(dump.find("worker 0"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("worker 1"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("nested scopes"), std::string::npos) << dump;
 }
 
 }  // namespace

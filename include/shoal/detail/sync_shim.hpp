@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <thread>
@@ -25,7 +26,12 @@ namespace shoal::detail::shim {
 template <class T>
 using atomic = std::atomic<T>;
 using mutex = std::mutex;
+using condition_variable = std::condition_variable;
 using thread = std::thread;
+template <class M>
+using lock_guard = std::lock_guard<M>;
+template <class M>
+using unique_lock = std::unique_lock<M>;
 
 inline void spin_pause() noexcept {
 #if defined(__x86_64__) || defined(__i386__)

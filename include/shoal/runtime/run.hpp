@@ -55,8 +55,8 @@ class RootOwner final : public FiberOwner {
   CancelNode node;
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
+  detail::shim::mutex mu_;
+  detail::shim::condition_variable cv_;
   bool done_ = false;
 };
 

@@ -26,7 +26,7 @@ PollBackend::~PollBackend() {
 }
 
 void PollBackend::add(int fd, std::uint32_t interest, void* token) {
-  std::lock_guard<std::mutex> g(mu_);
+  ::shoal::detail::shim::lock_guard<::shoal::detail::shim::mutex> g(mu_);
   if (!regs_.emplace(fd, Reg{interest, token}).second) {
     throw std::system_error(EEXIST, std::generic_category(), "shoal: poll backend add");
   }
@@ -34,7 +34,7 @@ void PollBackend::add(int fd, std::uint32_t interest, void* token) {
 }
 
 void PollBackend::modify(int fd, std::uint32_t interest, void* token) {
-  std::lock_guard<std::mutex> g(mu_);
+  ::shoal::detail::shim::lock_guard<::shoal::detail::shim::mutex> g(mu_);
   auto it = regs_.find(fd);
   if (it == regs_.end()) throw std::system_error(ENOENT, std::generic_category(), "shoal: poll backend modify");
   it->second = Reg{interest, token};
@@ -42,14 +42,14 @@ void PollBackend::modify(int fd, std::uint32_t interest, void* token) {
 }
 
 void PollBackend::remove(int fd) noexcept {
-  std::lock_guard<std::mutex> g(mu_);
+  ::shoal::detail::shim::lock_guard<::shoal::detail::shim::mutex> g(mu_);
   regs_.erase(fd);
 }
 
 std::size_t PollBackend::wait(std::chrono::nanoseconds timeout, std::span<Event> out) {
   std::vector<pollfd> pfds;
   {
-    std::lock_guard<std::mutex> g(mu_);
+    ::shoal::detail::shim::lock_guard<::shoal::detail::shim::mutex> g(mu_);
     pfds.reserve(regs_.size() + 1);
     pfds.push_back(pollfd{wake_read_, POLLIN, 0});
     for (auto& [fd, reg] : regs_) {
@@ -72,7 +72,7 @@ std::size_t PollBackend::wait(std::chrono::nanoseconds timeout, std::span<Event>
     }
   }
   std::size_t count = 0;
-  std::lock_guard<std::mutex> g(mu_);
+  ::shoal::detail::shim::lock_guard<::shoal::detail::shim::mutex> g(mu_);
   for (std::size_t i = 1; i < pfds.size() && count < out.size(); ++i) {
     if (pfds[i].revents == 0) continue;
     auto it = regs_.find(pfds[i].fd);

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "shoal/detail/sync_shim.hpp"
 #include "src/io/backend.hpp"
 
 namespace shoal::detail::io {
@@ -28,7 +29,7 @@ class PollBackend final : public Backend {
     std::uint32_t interest;
     void* token;
   };
-  std::mutex mu_;
+  ::shoal::detail::shim::mutex mu_;
   std::unordered_map<int, Reg> regs_;
   int wake_read_ = -1;
   int wake_write_ = -1;
