@@ -43,9 +43,9 @@ struct alignas(16) Header {
 };
 static_assert(sizeof(Header) == 16);
 
-constexpr std::size_t kGranule = 32;
-constexpr std::size_t kClasses = 32;  // up to 1 KiB
-constexpr std::size_t kLocalCap = 4096;
+[[maybe_unused]] constexpr std::size_t kGranule = 32;
+[[maybe_unused]] constexpr std::size_t kClasses = 32;  // up to 1 KiB
+[[maybe_unused]] constexpr std::size_t kLocalCap = 4096;
 
 struct FreeBlock {
   FreeBlock* next;
