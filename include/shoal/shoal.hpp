@@ -6,3 +6,5 @@
 #include "shoal/runtime/task.hpp"
 #include "shoal/scope/cancel.hpp"
 #include "shoal/scope/scope.hpp"
+#include "shoal/scope/timeout.hpp"
+#include "shoal/time/sleep.hpp"

@@ -62,7 +62,7 @@ void Parker::park(Scheduler& s) noexcept {
   if (s.try_lock_driver()) {
     expected = kEmpty;
     if (state_.compare_exchange_strong(expected, kParkedDriver, std::memory_order_acq_rel)) {
-      s.drive(std::chrono::nanoseconds(-1));
+      s.drive();
     }
     state_.store(kEmpty, std::memory_order_release);
     s.unlock_driver();
@@ -124,13 +124,39 @@ Scheduler::~Scheduler() {
 
 bool Scheduler::on_own_worker() const noexcept { return tls_worker != nullptr && tls_worker->sched == this; }
 
-void Scheduler::drive(std::chrono::nanoseconds timeout) noexcept {
+// Timer wake-up protocol: the driver announces it sleeps (seq_cst store),
+// then reads the earliest deadline (seq_cst); an inserter publishes its
+// deadline (seq_cst) and then reads the announcement. Either the driver sees
+// the new timer or the inserter sees the driver and wakes it if it would
+// sleep past the new deadline.
+void Scheduler::drive() noexcept {
+  driver_sleep_until_.store(TimerQueue::kNever, std::memory_order_seq_cst);
+  const std::int64_t next = timers_.next_deadline();
+  driver_sleep_until_.store(next, std::memory_order_seq_cst);
+  std::chrono::nanoseconds timeout(-1);
+  if (next != TimerQueue::kNever) timeout = std::chrono::nanoseconds(std::max<std::int64_t>(0, next - to_ns(Clock::now())));
   io::Event events[64];
-  try {
-    backend_->wait(timeout, events);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "shoal: I/O backend wait failed: %s\n", e.what());
+  if (timeout.count() != 0) {
+    try {
+      backend_->wait(timeout, events);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "shoal: I/O backend wait failed: %s\n", e.what());
+    }
   }
+  driver_sleep_until_.store(-1, std::memory_order_seq_cst);
+  fire_timers();
+}
+
+bool Scheduler::add_timer(TimerEntry* e, const Fiber* unless) noexcept {
+  if (!timers_.insert(e, unless)) return false;
+  const std::int64_t sleeping_until = driver_sleep_until_.load(std::memory_order_seq_cst);
+  if (sleeping_until != -1 && e->deadline < sleeping_until) backend_->wake();
+  return true;
+}
+
+bool Scheduler::fire_timers() noexcept {
+  if (timers_.next_deadline() == TimerQueue::kNever) return false;
+  return timers_.fire_due(to_ns(Clock::now())) != 0;
 }
 
 void Scheduler::push_local(Worker& w, Fiber* f) noexcept {
@@ -231,6 +257,7 @@ Fiber* Scheduler::from_injector(Worker& w) noexcept {
 Fiber* Scheduler::next_local(Worker& w) noexcept {
   ++w.tick;
   if (w.tick % 61 == 0) {
+    fire_timers();  // busy workers keep timers firing while nobody drives
     FiberBatch b = injector_.pop(1);
     if (!b.empty()) return b.head;
   }
@@ -273,6 +300,7 @@ bool Scheduler::work_pending() const noexcept {
 }
 
 void Scheduler::park(Worker& w) noexcept {
+  if (fire_timers()) return;  // due timers made work; run it first
   const bool was_searching = w.searching;
   w.searching = false;
   w.activity.store(2, std::memory_order_relaxed);
@@ -335,6 +363,7 @@ void Scheduler::deterministic_main(Worker& w) noexcept {
       continue;
     }
     if (shutdown_.load(std::memory_order_acquire)) break;
+    if (fire_timers()) continue;
     w.activity.store(2, std::memory_order_relaxed);
     w.parker.park(*this);
     w.activity.store(0, std::memory_order_relaxed);
@@ -380,7 +409,8 @@ void Scheduler::dump(std::ostream& out) const {
   static const char* const kActivity[] = {"running", "searching", "parked"};
   out << "shoal runtime " << static_cast<const void*>(this) << ": " << workers_.size() << " workers"
       << (deterministic_ ? " (deterministic)" : "") << ", injector " << injector_.size() << ", searching "
-      << idle_.searching() << ", unparked " << idle_.unparked() << ", backend " << backend_->name() << "\n";
+      << idle_.searching() << ", unparked " << idle_.unparked() << ", backend " << backend_->name() << ", timers "
+      << timers_.size() << "\n";
   for (auto& w : workers_) {
     out << "  worker " << w->index << ": " << kActivity[w->activity.load(std::memory_order_relaxed)]
         << ", local queue " << w->local.size() << ", polls " << w->polls.load(std::memory_order_relaxed)

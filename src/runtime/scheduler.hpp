@@ -17,6 +17,7 @@
 #include "src/runtime/idle.hpp"
 #include "src/runtime/injector.hpp"
 #include "src/runtime/steal_queue.hpp"
+#include "src/time/timer_queue.hpp"
 
 namespace shoal::detail {
 
@@ -78,8 +79,16 @@ class Scheduler {
   // Parking support.
   bool try_lock_driver() noexcept { return !driver_busy_.exchange(true, std::memory_order_acquire); }
   void unlock_driver() noexcept { driver_busy_.store(false, std::memory_order_release); }
-  void drive(std::chrono::nanoseconds timeout) noexcept;
+  /// The driver holder blocks in the backend until a wake, I/O, or the
+  /// earliest timer; then fires due timers.
+  void drive() noexcept;
   io::Backend& backend() noexcept { return *backend_; }
+
+  // Timers.
+  bool add_timer(TimerEntry* e, const Fiber* unless) noexcept;
+  TimerQueue& timers() noexcept { return timers_; }
+  /// Fires due timers; true if any fired.
+  bool fire_timers() noexcept;
 
  private:
   void worker_main(Worker& w) noexcept;
@@ -97,6 +106,9 @@ class Scheduler {
   bool deterministic_ = false;
   std::unique_ptr<io::Backend> backend_;
   shim::atomic<bool> driver_busy_{false};
+  // -1: nobody sleeps in the driver; else the deadline it sleeps until.
+  shim::atomic<std::int64_t> driver_sleep_until_{-1};
+  TimerQueue timers_;
   std::vector<std::unique_ptr<Worker>> workers_;
   Injector injector_;
   Idle idle_;

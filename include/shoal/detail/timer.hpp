@@ -1,0 +1,49 @@
+// Timer entries: the intrusive records sleeps and deadlines put in the
+// runtime's timer queue. They live in the waiting coroutine's frame.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "shoal/detail/sync_shim.hpp"
+
+namespace shoal::detail {
+
+class Scheduler;
+
+using Clock = std::chrono::steady_clock;
+
+inline std::int64_t to_ns(Clock::time_point t) noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+struct TimerEntry {
+  static constexpr std::size_t kNotQueued = std::numeric_limits<std::size_t>::max();
+  enum State : std::uint32_t { idle, queued, firing, done };
+
+  std::int64_t deadline = 0;  // steady_clock, ns
+  std::uint64_t seq = 0;      // FIFO among equal deadlines
+  std::size_t index = kNotQueued;
+  shim::atomic<std::uint32_t> state{idle};
+  /// Runs on the thread that fires the timer, outside the queue's lock, with
+  /// `state == firing`. If anyone may wait for it (timer_cancel_and_wait), its
+  /// last touch of the entry is storing `done`.
+  void (*fire)(TimerEntry*) noexcept = nullptr;
+};
+
+struct Fiber;
+
+/// Queues `e` (state idle -> queued) unless `unless_cancelled` is given and
+/// already cancelled (checked under the queue's lock, which a canceller's
+/// timer_remove also takes, so a cancel is never missed). Wakes the driver if
+/// it sleeps past the deadline. Returns false if not queued.
+bool timer_insert(Scheduler* s, TimerEntry* e, const Fiber* unless_cancelled = nullptr) noexcept;
+/// Takes `e` out if it has not started firing. True if removed.
+bool timer_remove(Scheduler* s, TimerEntry* e) noexcept;
+/// Removes `e`, or waits until an in-progress firing of it has finished, so
+/// the caller may destroy it.
+void timer_cancel_and_wait(Scheduler* s, TimerEntry* e) noexcept;
+
+}  // namespace shoal::detail

@@ -1,0 +1,199 @@
+// Deadlines and shields: cancel scopes around one task. A deadline cancels
+// the task it wraps and waits for it to unwind; it never abandons work.
+#pragma once
+
+#include <chrono>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/timer.hpp"
+#include "shoal/runtime/errors.hpp"
+#include "shoal/runtime/task.hpp"
+#include "shoal/scope/scope.hpp"
+#include "shoal/time/sleep.hpp"
+
+namespace shoal {
+
+/// Thrown by `with_timeout` when the deadline cut the task off. A fault.
+class TimedOut : public std::runtime_error {
+ public:
+  explicit TimedOut(std::chrono::nanoseconds after)
+      : std::runtime_error("shoal: deadline of " + std::to_string(after.count() / 1'000'000) + " ms exceeded") {}
+};
+
+namespace detail {
+
+/// A cancel node that the fiber enters for the duration of one task, with
+/// an optional timer that cancels it. Lives in the awaiting frame.
+class CancelFrame {
+ public:
+  CancelFrame(Fiber* f, bool shielded) noexcept : f_(f) {
+    node_.shielded = shielded;
+    CancelNode* parent = f->node.load(std::memory_order_relaxed);
+    node_.attach(parent, f, parent->sched);
+    f->node.store(&node_, std::memory_order_relaxed);
+  }
+  CancelFrame(const CancelFrame&) = delete;
+  CancelFrame& operator=(const CancelFrame&) = delete;
+
+  /// Arms the deadline; one that already passed cancels at once.
+  void arm(Clock::time_point deadline) noexcept {
+    entry_.owner = this;
+    entry_.fire = &CancelFrame::on_fire;
+    entry_.deadline = to_ns(deadline);
+    armed_ = true;
+    if (deadline <= Clock::now() || !timer_insert(node_.sched, &entry_)) {
+      armed_ = false;
+      fire_now();
+    }
+  }
+
+  /// Disarms the timer (waiting out a firing in progress) and leaves the node.
+  void leave() noexcept {
+    if (armed_) timer_cancel_and_wait(node_.sched, &entry_);
+    node_.detach();
+    f_->node.store(node_.parent, std::memory_order_relaxed);
+  }
+
+  bool fired() const noexcept { return fired_.load(std::memory_order_acquire); }
+  bool outer_cancelled() const noexcept {
+    return node_.parent != nullptr && node_.parent->cancelled.load(std::memory_order_acquire);
+  }
+
+ private:
+  struct Entry : TimerEntry {
+    CancelFrame* owner = nullptr;
+  };
+  static void on_fire(TimerEntry* e) noexcept {
+    static_cast<Entry*>(e)->owner->fire_now();
+    e->state.store(TimerEntry::done, std::memory_order_release);
+  }
+  void fire_now() noexcept {
+    fired_.store(true, std::memory_order_release);
+    node_.cancel(true);
+  }
+
+  Fiber* f_;
+  CancelNode node_;
+  Entry entry_;
+  bool armed_ = false;
+  shim::atomic<bool> fired_{false};
+};
+
+template <class T>
+using Stored = std::conditional_t<std::is_void_v<T>, bool, T>;
+
+// Runs `task` inside a CancelFrame. Returns the value (engaged) or, when the
+// deadline cut it off and no outer cancellation is pending, nothing. Every
+// other exception passes through unchanged.
+template <class T>
+Task<std::optional<Stored<T>>> run_with_deadline(Clock::time_point deadline, Task<T> task) {
+  Fiber* f = co_await CurrentFiber{};
+  if (f == nullptr) throw std::logic_error("shoal: a deadline awaited outside a shoal task");
+  if (f->cancelled()) throw Cancelled{};
+  CancelFrame frame(f, false);
+  frame.arm(deadline);
+  std::optional<Stored<T>> value;
+  std::exception_ptr error;
+  try {
+    if constexpr (std::is_void_v<T>) {
+      co_await std::move(task);
+      value.emplace(true);
+    } else {
+      value.emplace(co_await std::move(task));
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  frame.leave();
+  if (error) {
+    // Our own deadline's Cancelled, and nobody further out wants one.
+    if (frame.fired() && !frame.outer_cancelled() && is_cancelled_exception(error)) co_return std::nullopt;
+    std::rethrow_exception(error);
+  }
+  co_return value;  // completion beats a late deadline
+}
+
+}  // namespace detail
+
+/// Runs `task`; if it has not finished `d` after this call is awaited, it is
+/// cancelled, awaited until it has unwound, and TimedOut is thrown.
+/// Checkpoint: yes. Faults of `task` pass through unchanged; a value
+/// produced before the deadline is returned even if the deadline then hit.
+template <class T, class Rep, class Period>
+Task<T> with_timeout(std::chrono::duration<Rep, Period> d, Task<T> task) {
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(d);
+  auto r = co_await detail::run_with_deadline(until, std::move(task));
+  if (!r) throw TimedOut(std::chrono::duration_cast<std::chrono::nanoseconds>(d));
+  if constexpr (!std::is_void_v<T>) co_return std::move(*r);
+}
+
+/// Like with_timeout, but a deadline is not a fault: returns the value, or
+/// std::nullopt when cut off (for Task<void>: true if it completed).
+template <class T, class Rep, class Period>
+auto move_on_after(std::chrono::duration<Rep, Period> d, Task<T> task)
+    -> Task<std::conditional_t<std::is_void_v<T>, bool, std::optional<T>>> {
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(d);
+  auto r = co_await detail::run_with_deadline(until, std::move(task));
+  if constexpr (std::is_void_v<T>) {
+    co_return r.has_value();
+  } else {
+    co_return std::move(r);
+  }
+}
+
+/// Runs `task` where cancellation from outside cannot reach it (cleanup that
+/// must finish). Cancellation requested outside is seen again at the first
+/// checkpoint after it returns. Checkpoint: no (it does not start cancelled).
+template <class T>
+Task<T> shielded(Task<T> task) {
+  detail::Fiber* f = co_await detail::CurrentFiber{};
+  if (f == nullptr) throw std::logic_error("shoal::shielded: awaited outside a shoal task");
+  detail::CancelFrame frame(f, true);
+  struct Leave {
+    detail::CancelFrame& fr;
+    ~Leave() { fr.leave(); }
+  } leave{frame};
+  co_return co_await std::move(task);
+}
+
+/// Runs `task`, then `cleanup` shielded whatever the outcome, then returns
+/// the value or rethrows the task's fault. (`co_await` is ill-formed inside
+/// a catch handler; this is the idiom for async cleanup.) If both fail, the
+/// task's fault is rethrown and the cleanup's goes to on_suppressed_fault.
+template <class T>
+Task<T> finally(Task<T> task, Task<void> cleanup) {
+  std::optional<detail::Stored<T>> value;
+  std::exception_ptr error;
+  try {
+    if constexpr (std::is_void_v<T>) {
+      co_await std::move(task);
+      value.emplace(true);
+    } else {
+      value.emplace(co_await std::move(task));
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  std::exception_ptr cleanup_error;
+  try {
+    co_await shielded(std::move(cleanup));
+  } catch (...) {
+    cleanup_error = std::current_exception();
+  }
+  if (error) {
+    if (cleanup_error) {
+      detail::Fiber* f = co_await detail::CurrentFiber{};
+      detail::report_suppressed_fault(f->sched, cleanup_error);
+    }
+    std::rethrow_exception(error);
+  }
+  if (cleanup_error) std::rethrow_exception(cleanup_error);
+  if constexpr (!std::is_void_v<T>) co_return std::move(*value);
+}
+
+}  // namespace shoal

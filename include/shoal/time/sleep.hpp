@@ -1,0 +1,85 @@
+// Sleeping: cancellable waits on the runtime's timer queue.
+#pragma once
+
+#include <chrono>
+#include <coroutine>
+#include <cstddef>
+
+#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/timer.hpp"
+#include "shoal/runtime/errors.hpp"
+
+namespace shoal {
+
+using Clock = std::chrono::steady_clock;
+
+namespace detail {
+
+class SleepAwaiter final : public WaitHook {
+ public:
+  explicit SleepAwaiter(Clock::time_point until) noexcept : until_(until) {}
+  SleepAwaiter(const SleepAwaiter&) = delete;
+  SleepAwaiter& operator=(const SleepAwaiter&) = delete;
+
+  bool await_ready() const noexcept { return false; }
+
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    f_ = fiber_of(h);
+    if (f_ == nullptr) return false;  // await_resume reports the misuse
+    if (f_->cancelled()) {
+      cancelled_ = true;
+      return false;
+    }
+    f_->resume = h;
+    if (until_ <= Clock::now()) {  // already due: still a schedule point
+      schedule_yield(f_);
+      return true;
+    }
+    entry_.deadline = to_ns(until_);
+    entry_.fire = &SleepAwaiter::on_fire;
+    entry_.owner = this;
+    publish_hook(f_, this);
+    if (timer_insert(f_->sched, &entry_, f_)) return true;  // the timer or a canceller resumes us
+    disarm_wait(f_, this);  // cancelled before it was queued
+    cancelled_ = true;
+    return false;
+  }
+
+  void await_resume() const;
+
+  bool cancel_wait() noexcept override {
+    if (!timer_remove(f_->sched, &entry_)) return false;  // already firing: it wakes us
+    cancelled_ = true;
+    return true;
+  }
+
+ private:
+  static void on_fire(TimerEntry* e) noexcept;
+
+  struct Entry : TimerEntry {
+    SleepAwaiter* owner = nullptr;
+  };
+  Clock::time_point until_;
+  Fiber* f_ = nullptr;
+  bool cancelled_ = false;
+  Entry entry_;
+};
+
+}  // namespace detail
+
+/// Suspends the task until `deadline` (steady clock).
+/// Checkpoint: yes (also when already due: it then yields once).
+/// Cancellation: throws Cancelled promptly; the timer is removed.
+/// Thread-safety: from a task. Allocation: none beyond the frame.
+[[nodiscard]] inline detail::SleepAwaiter sleep_until(Clock::time_point deadline) noexcept {
+  return detail::SleepAwaiter(deadline);
+}
+
+/// Suspends the task for `d`. See sleep_until.
+template <class Rep, class Period>
+[[nodiscard]] detail::SleepAwaiter sleep_for(std::chrono::duration<Rep, Period> d) noexcept {
+  return detail::SleepAwaiter(Clock::now() + std::chrono::duration_cast<Clock::duration>(d));
+}
+
+}  // namespace shoal
