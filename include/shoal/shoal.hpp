@@ -8,3 +8,4 @@
 #include "shoal/scope/scope.hpp"
 #include "shoal/scope/timeout.hpp"
 #include "shoal/time/sleep.hpp"
+#include "shoal/channel/channel.hpp"

@@ -524,3 +524,7 @@ bool cancellation_requested() noexcept {
 }  // namespace this_task
 
 }  // namespace shoal
+
+namespace shoal::detail {
+bool on_worker_thread() noexcept { return tls_worker != nullptr; }
+}  // namespace shoal::detail

@@ -1,0 +1,468 @@
+// Channel<T>: a bounded MPMC queue between tasks (and plain threads).
+// Capacity 0 is a rendezvous: a send completes when a receiver takes it.
+//
+// Invariants (all under lock_): a waiter is in at most one wait list, and a
+// value moves between a sender, the buffer and a receiver only while the lock
+// is held, at the moment the waiter is unlinked. A canceller claims a waiter
+// only by unlinking it under the same lock, so a value is handed over or the
+// wait is cancelled, never both. Wakes (disarm + schedule) happen after the
+// lock is released (the wait protocol in detail/fiber.hpp forbids disarming
+// under a lock that cancel_wait takes).
+#pragma once
+
+#include <coroutine>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/spin_lock.hpp"
+#include "shoal/detail/thread_wake.hpp"
+#include "shoal/runtime/errors.hpp"
+
+namespace shoal {
+
+/// A send on a closed channel. Catch ChannelClosedError<T> to get the value back.
+class ChannelClosed : public std::runtime_error {
+ public:
+  ChannelClosed() : std::runtime_error("shoal: send on a closed channel (the value is returned in the exception)") {}
+};
+
+template <class T>
+class ChannelClosedError : public ChannelClosed {
+ public:
+  explicit ChannelClosedError(T v) : value(std::move(v)) {}
+  T value;  ///< The value that was not sent.
+};
+
+enum class SendStatus { sent, full, closed };
+
+template <class T>
+class Channel {
+  static_assert(std::is_move_constructible_v<T>, "shoal::Channel<T>: T must be move-constructible");
+
+  struct WaitList;
+  struct Waiter : detail::WaitHook {
+    Channel* ch = nullptr;
+    detail::Fiber* fiber = nullptr;       // a task, or
+    detail::ThreadWake* thread = nullptr;  // a plain thread
+    Waiter* prev = nullptr;
+    Waiter* next = nullptr;
+    WaitList* list = nullptr;
+    bool linked = false;
+    bool cancelled = false;
+    bool done = false;  // the operation completed (value moved / channel closed)
+
+    bool cancel_wait() noexcept override {
+      detail::SpinLock& l = ch->lock_;
+      l.lock();
+      const bool claimed = linked;
+      if (claimed) {
+        ch->unlink(this);
+        cancelled = true;
+      }
+      l.unlock();
+      return claimed;
+    }
+  };
+
+  struct WaitList {
+    Waiter* head = nullptr;
+    Waiter* tail = nullptr;
+  };
+
+ public:
+  /// Capacity 0: rendezvous. Throws std::bad_alloc for the buffer.
+  explicit Channel(std::size_t capacity)
+      : capacity_(capacity), buffer_(capacity > 0 ? std::make_unique<std::optional<T>[]>(capacity) : nullptr) {}
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+  /// Destroying a channel that tasks or threads still wait on is a bug:
+  /// it aborts with a message instead of leaving them hanging.
+  ~Channel() {
+    if (senders_.head != nullptr || receivers_.head != nullptr) {
+      std::fprintf(stderr, "shoal: Channel at %p destroyed while tasks or threads wait on it\n",
+                   static_cast<void*>(this));
+      std::abort();
+    }
+  }
+
+  std::size_t capacity() const noexcept { return capacity_; }
+
+  class SendAwaiter final : private Waiter {
+   public:
+    SendAwaiter(Channel* c, T v) : value_(std::move(v)) { this->ch = c; }
+    bool await_ready() const noexcept { return false; }
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) {
+      detail::Fiber* f = detail::fiber_of(h);
+      this->fiber = f;
+      if (f == nullptr) throw std::logic_error("shoal::Channel::send awaited outside a shoal task");
+      if (f->cancelled()) {
+        this->cancelled = true;
+        return false;
+      }
+      Channel& c = *this->ch;
+      WakeList woken;
+      c.lock_.lock();
+      int r = c.try_send_locked(value_, woken);
+      c.lock_.unlock();
+      c.wake_all(woken);
+      if (r != kWouldBlock) return finish_fast(r == kDone, h, f);
+      // Slow path: publish the hook first, then register under the lock.
+      f->resume = h;
+      detail::publish_hook(f, this);
+      c.lock_.lock();
+      r = c.try_send_locked(value_, woken);
+      if (r == kWouldBlock && !f->cancelled()) {
+        c.link(c.senders_, this);
+        c.lock_.unlock();
+        c.wake_all(woken);
+        return true;
+      }
+      c.lock_.unlock();
+      c.wake_all(woken);
+      detail::disarm_wait(f, this);
+      if (r == kWouldBlock) {
+        this->cancelled = true;
+      } else {
+        closed_ = (r == kClosed);
+        this->done = (r == kDone);
+      }
+      return false;
+    }
+    /// Throws Cancelled (value not sent) or ChannelClosedError<T> (value returned).
+    void await_resume() {
+      if (closed_) throw ChannelClosedError<T>(std::move(value_));
+      if (this->cancelled) throw Cancelled{};
+      if (!this->done) throw ChannelClosedError<T>(std::move(value_));  // woken by close()
+    }
+
+   private:
+    friend class Channel;
+    bool finish_fast(bool sent, std::coroutine_handle<> h, detail::Fiber* f) {
+      if (!sent) {
+        closed_ = true;
+        return false;
+      }
+      this->done = true;
+      if (!detail::consume_budget(f)) return false;
+      f->resume = h;  // out of budget: a schedule point
+      detail::schedule_yield(f);
+      return true;
+    }
+    T value_;
+    bool closed_ = false;
+  };
+
+  class RecvAwaiter final : private Waiter {
+   public:
+    explicit RecvAwaiter(Channel* c) noexcept { this->ch = c; }
+    bool await_ready() const noexcept { return false; }
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) {
+      detail::Fiber* f = detail::fiber_of(h);
+      this->fiber = f;
+      if (f == nullptr) throw std::logic_error("shoal::Channel::recv awaited outside a shoal task");
+      if (f->cancelled()) {
+        this->cancelled = true;
+        return false;
+      }
+      Channel& c = *this->ch;
+      WakeList woken;
+      c.lock_.lock();
+      int r = c.try_recv_locked(slot_, woken);
+      c.lock_.unlock();
+      c.wake_all(woken);
+      if (r != kWouldBlock) {
+        this->done = true;
+        if (!detail::consume_budget(f)) return false;
+        f->resume = h;
+        detail::schedule_yield(f);
+        return true;
+      }
+      f->resume = h;
+      detail::publish_hook(f, this);
+      c.lock_.lock();
+      r = c.try_recv_locked(slot_, woken);
+      if (r == kWouldBlock && !f->cancelled()) {
+        c.link(c.receivers_, this);
+        c.lock_.unlock();
+        c.wake_all(woken);
+        return true;
+      }
+      c.lock_.unlock();
+      c.wake_all(woken);
+      detail::disarm_wait(f, this);
+      if (r == kWouldBlock) {
+        this->cancelled = true;
+      } else {
+        this->done = true;
+      }
+      return false;
+    }
+    /// The next value, or nullopt once the channel is closed and drained.
+    /// A value handed over wins over a cancellation that came at the same time.
+    std::optional<T> await_resume() {
+      if (slot_) return std::move(slot_);
+      if (this->cancelled) throw Cancelled{};
+      return std::nullopt;
+    }
+
+   private:
+    friend class Channel;
+    std::optional<T> slot_;
+  };
+
+  /// Waits for room (or a receiver, at capacity 0), then enqueues `v`.
+  /// Checkpoint: yes. Cancellation: nothing is enqueued.
+  /// Throws: Cancelled; ChannelClosedError<T> (carrying `v`) once closed.
+  /// Thread-safety: any task; plain threads use send_blocking.
+  [[nodiscard]] SendAwaiter send(T v) { return SendAwaiter(this, std::move(v)); }
+
+  /// Waits for a value. Returns nullopt once closed and drained.
+  /// Checkpoint: yes. Cancellation: no value is taken.
+  [[nodiscard]] RecvAwaiter recv() noexcept { return RecvAwaiter(this); }
+
+  /// Never waits. On anything but `sent`, `v` is left untouched.
+  SendStatus try_send(T&& v) {
+    WakeList woken;
+    lock_.lock();
+    int r = try_send_locked(v, woken);
+    lock_.unlock();
+    wake_all(woken);
+    return r == kDone ? SendStatus::sent : r == kClosed ? SendStatus::closed : SendStatus::full;
+  }
+  SendStatus try_send(const T& v) {
+    T copy(v);
+    return try_send(std::move(copy));
+  }
+
+  /// Never waits: a value, or nullopt when empty (see is_closed()).
+  std::optional<T> try_recv() {
+    std::optional<T> out;
+    WakeList woken;
+    lock_.lock();
+    try_recv_locked(out, woken);
+    lock_.unlock();
+    wake_all(woken);
+    return out;
+  }
+
+  /// Stops sends; receivers drain what is buffered, then get nullopt.
+  /// Waiting senders fail with ChannelClosedError (their value returned).
+  void close() noexcept {
+    WakeList woken;
+    lock_.lock();
+    closed_ = true;
+    while (Waiter* w = receivers_.head) {
+      unlink(w);
+      w->done = true;
+      woken.push(w);
+    }
+    while (Waiter* w = senders_.head) {
+      unlink(w);  // not done: the sender still holds its value
+      woken.push(w);
+    }
+    lock_.unlock();
+    wake_all(woken);
+  }
+
+  bool is_closed() const noexcept {
+    lock_.lock();
+    bool c = closed_;
+    lock_.unlock();
+    return c;
+  }
+
+  // ---- the thread bridge: blocking forms for plain threads ------------------
+
+  /// Blocks the calling thread until `v` is enqueued. Throws
+  /// ChannelClosedError<T> once closed; std::logic_error on a runtime worker.
+  void send_blocking(T v) {
+    check_not_worker("send_blocking");
+    ThreadSend w(this, std::move(v));
+    WakeList woken;
+    lock_.lock();
+    int r = try_send_locked(w.value, woken);
+    if (r == kWouldBlock) {
+      link(senders_, &w);
+      lock_.unlock();
+      wake_all(woken);
+      w.wake.wait();
+      lock_.lock();  // pairs with the waker's unlock: see the outcome
+      r = w.done ? kDone : kClosed;
+    }
+    lock_.unlock();
+    wake_all(woken);
+    if (r == kClosed) throw ChannelClosedError<T>(std::move(w.value));
+  }
+
+  /// Blocks the calling thread until a value arrives, or returns nullopt
+  /// once closed and drained. std::logic_error on a runtime worker.
+  std::optional<T> recv_blocking() {
+    check_not_worker("recv_blocking");
+    ThreadRecv w(this);
+    WakeList woken;
+    lock_.lock();
+    int r = try_recv_locked(w.slot, woken);
+    if (r == kWouldBlock) {
+      link(receivers_, &w);
+      lock_.unlock();
+      wake_all(woken);
+      w.wake.wait();
+      lock_.lock();
+    }
+    lock_.unlock();
+    wake_all(woken);
+    return std::move(w.slot);
+  }
+
+ private:
+  static constexpr int kDone = 0, kClosed = 1, kWouldBlock = 2;
+
+  struct ThreadSend : Waiter {
+    ThreadSend(Channel* c, T v) : value(std::move(v)) {
+      this->ch = c;
+      this->thread = &wake;
+    }
+    T value;
+    detail::ThreadWake wake;
+  };
+  struct ThreadRecv : Waiter {
+    explicit ThreadRecv(Channel* c) {
+      this->ch = c;
+      this->thread = &wake;
+    }
+    std::optional<T> slot;
+    detail::ThreadWake wake;
+  };
+
+  // Waiters to wake once the lock is released, linked through `next`.
+  struct WakeList {
+    Waiter* head = nullptr;
+    void push(Waiter* w) noexcept {
+      w->next = head;
+      head = w;
+    }
+  };
+
+  static void check_not_worker(const char* what) {
+    if (detail::on_worker_thread()) {
+      throw std::logic_error(std::string("shoal::Channel::") + what +
+                             ": called on a runtime worker (it would block the worker; use co_await)");
+    }
+  }
+
+  void wake_all(WakeList& woken) noexcept {
+    Waiter* w = woken.head;
+    woken.head = nullptr;
+    while (w != nullptr) {
+      Waiter* next = w->next;
+      if (w->fiber != nullptr) {
+        detail::Fiber* f = w->fiber;
+        detail::disarm_wait(f, w);
+        detail::schedule(f);  // w may be gone from here on
+      } else {
+        w->thread->notify();
+      }
+      w = next;
+    }
+  }
+
+  void link(WaitList& l, Waiter* w) noexcept {
+    w->linked = true;
+    w->list = &l;
+    w->next = nullptr;
+    w->prev = l.tail;
+    if (l.tail != nullptr) {
+      l.tail->next = w;
+    } else {
+      l.head = w;
+    }
+    l.tail = w;
+  }
+  void unlink(Waiter* w) noexcept {
+    WaitList& l = *w->list;
+    if (w->prev != nullptr) {
+      w->prev->next = w->next;
+    } else {
+      l.head = w->next;
+    }
+    if (w->next != nullptr) {
+      w->next->prev = w->prev;
+    } else {
+      l.tail = w->prev;
+    }
+    w->linked = false;
+    w->prev = w->next = nullptr;
+  }
+
+  static T& sender_value(Waiter* w) noexcept {
+    if (w->fiber != nullptr) return static_cast<SendAwaiter*>(w)->value_;
+    return static_cast<ThreadSend*>(w)->value;
+  }
+  static std::optional<T>& receiver_slot(Waiter* w) noexcept {
+    if (w->fiber != nullptr) return static_cast<RecvAwaiter*>(w)->slot_;
+    return static_cast<ThreadRecv*>(w)->slot;
+  }
+
+  int try_send_locked(T& v, WakeList& woken) {
+    if (closed_) return kClosed;
+    if (Waiter* r = receivers_.head) {  // only when the buffer is empty
+      receiver_slot(r).emplace(std::move(v));
+      unlink(r);
+      r->done = true;
+      woken.push(r);
+      return kDone;
+    }
+    if (count_ < capacity_) {
+      buffer_[(head_ + count_) % capacity_].emplace(std::move(v));
+      ++count_;
+      return kDone;
+    }
+    return kWouldBlock;
+  }
+
+  int try_recv_locked(std::optional<T>& out, WakeList& woken) {
+    if (count_ > 0) {
+      out.emplace(std::move(*buffer_[head_]));
+      buffer_[head_].reset();
+      head_ = (head_ + 1) % capacity_;
+      --count_;
+      if (Waiter* s = senders_.head) {  // refill from the longest-waiting sender
+        buffer_[(head_ + count_) % capacity_].emplace(std::move(sender_value(s)));
+        ++count_;
+        unlink(s);
+        s->done = true;
+        woken.push(s);
+      }
+      return kDone;
+    }
+    if (Waiter* s = senders_.head) {  // rendezvous
+      out.emplace(std::move(sender_value(s)));
+      unlink(s);
+      s->done = true;
+      woken.push(s);
+      return kDone;
+    }
+    return closed_ ? kClosed : kWouldBlock;
+  }
+
+  const std::size_t capacity_;
+  std::unique_ptr<std::optional<T>[]> buffer_;
+  std::size_t head_ = 0;
+  std::size_t count_ = 0;
+  bool closed_ = false;
+  WaitList senders_;
+  WaitList receivers_;
+  mutable detail::SpinLock lock_;
+};
+
+}  // namespace shoal
