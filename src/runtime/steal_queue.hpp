@@ -7,7 +7,12 @@
 // be overwritten by the owner only after `head_` moved past it, in which case
 // the thief's CAS fails and its copies are discarded. Slots are atomics so
 // those discarded racy reads are not data races. Indices wrap; `Index` is a
-// template parameter so model tests can force wrap-around with uint8_t.
+// template parameter so model tests can force wrap-around with uint8_t, and
+// tests can start the indices just below the wrap point. As in every
+// CAS-on-index queue, a thief preempted for 2^bits owner operations could
+// see its CAS succeed on a recycled index (ABA): with uint32_t that is four
+// billion operations inside one steal, which is why small index types are
+// for single-threaded and model tests only.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +33,10 @@ class StealQueue {
   static constexpr std::size_t kMask = Capacity - 1;
 
  public:
+  StealQueue() = default;
+  /// Tests: start both indices at `start` (e.g. just below the wrap point).
+  explicit StealQueue(Index start) noexcept : head_(start), tail_(start) {}
+
   static constexpr std::size_t capacity() noexcept { return Capacity; }
 
   /// Owner only. False when full (the caller moves half out and retries).

@@ -428,7 +428,8 @@ TEST(ScopeFrames, SpawnedTaskCostsOneAllocationAndACallableTwo) {
   shoal::test::FrameCounter frames;
   const long base = allocations_for(frames, false, 0);
   EXPECT_EQ(allocations_for(frames, false, 100) - base, 100);
-  EXPECT_EQ(allocations_for(frames, true, 100) - base, 200);
+  // At most two (clang may fold the task's frame into the wrapper's).
+  EXPECT_LE(allocations_for(frames, true, 100) - base, 200);
   EXPECT_EQ(frames.live(), 0);
 }
 
