@@ -9,3 +9,4 @@
 #include "shoal/scope/timeout.hpp"
 #include "shoal/time/sleep.hpp"
 #include "shoal/channel/channel.hpp"
+#include "shoal/scope/combinators.hpp"

@@ -66,6 +66,13 @@ inline std::string worker_param_name(const ::testing::TestParamInfo<std::size_t>
 
 }  // namespace shoal::test
 
+/// ASSERT_* returns, which a coroutine cannot: this one co_returns.
+#define SHOAL_CO_ASSERT(cond)                          \
+  if (!(cond)) {                                       \
+    ADD_FAILURE() << "assertion failed: " #cond;       \
+    co_return;                                         \
+  }
+
 /// Declares a runtime suite run on 1 and 4 workers.
 #define SHOAL_TEST_SUITE(Suite)                                                                       \
   class Suite : public ::shoal::test::RuntimeTest {};                                                \

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
 
+#include "shoal/detail/event.hpp"
 #include "shoal/detail/fiber.hpp"
 #include "shoal/runtime/errors.hpp"
 #include "shoal/runtime/task.hpp"
@@ -23,6 +25,8 @@ namespace shoal {
 class Scope;
 template <class T>
 class JoinHandle;
+template <class T>
+class Ready;
 
 namespace detail {
 
@@ -144,6 +148,14 @@ class Scope final : private detail::FiberOwner {
                                       std::decay_t<Args>(std::forward<Args>(args))...));
   }
 
+  /// Starts `fn(ready, args...)` as a child and waits until it calls
+  /// `ready(value)` (e.g. a server reporting its bound port); returns that
+  /// value while the child runs on. If the child fails (or returns) before
+  /// signalling, its fault (or a std::logic_error) is rethrown here.
+  /// Checkpoint: yes. `fn` must take `shoal::Ready<T>&` first.
+  template <class T, class F, class... Args>
+  Task<T> start_ready(F fn, Args... args);
+
   /// Cancels the body and every child without a fault; the scope then
   /// returns normally (a value-returning body that was cut off throws
   /// ScopeCancelled). Idempotent. Any thread.
@@ -184,7 +196,11 @@ class Scope final : private detail::FiberOwner {
   void fault(std::exception_ptr e) noexcept {
     if (!faulted_.exchange(true, std::memory_order_acq_rel)) {
       first_fault_ = std::move(e);
+      first_fault_ready_.store(true, std::memory_order_release);
       node_.cancel(true);
+    } else if (first_fault_ready_.load(std::memory_order_acquire) && e == first_fault_) {
+      // The same exception again (a body rethrowing what a JoinHandle or
+      // start_ready delivered): not a second fault.
     } else {
       suppressed_.fetch_add(1, std::memory_order_relaxed);
       detail::report_suppressed_fault(node_.sched, e);
@@ -218,6 +234,7 @@ class Scope final : private detail::FiberOwner {
   detail::Fiber* body_;
   detail::shim::atomic<std::uint64_t> live_{0};  // 2 * live children, | 1 while the body waits
   detail::shim::atomic<bool> faulted_{false};
+  detail::shim::atomic<bool> first_fault_ready_{false};
   std::exception_ptr first_fault_;
   detail::shim::atomic<std::size_t> suppressed_{0};
   detail::Fiber* retained_ = nullptr;  // finished start() children; guarded by node_.lock
@@ -373,6 +390,93 @@ JoinHandle<T> Scope::start(Task<T> task) {
   if (!h) throw std::invalid_argument("shoal::Scope::start: the Task is empty (moved-from?)");
   launch(h.promise(), h, detail::Fiber::kRetained);
   return JoinHandle<T>(this, h);
+}
+
+namespace detail {
+
+template <class T>
+struct ReadyState {
+  using Stored = std::conditional_t<std::is_void_v<T>, bool, T>;
+  shim::mutex mu;
+  bool settled = false;
+  std::optional<Stored> value;
+  std::exception_ptr error;
+  Event event;
+
+  template <class... V>
+  bool settle_value(V&&... v) {
+    {
+      shim::lock_guard<shim::mutex> g(mu);
+      if (settled) return false;
+      if constexpr (std::is_void_v<T>) {
+        value.emplace(true);
+      } else {
+        value.emplace(std::forward<V>(v)...);
+      }
+      settled = true;
+    }
+    event.set();
+    return true;
+  }
+  void settle_error(std::exception_ptr e) {
+    {
+      shim::lock_guard<shim::mutex> g(mu);
+      if (settled) return;
+      error = std::move(e);
+      settled = true;
+    }
+    event.set();
+  }
+};
+
+template <class T, class F, class... Args>
+Task<void> ready_child(std::shared_ptr<ReadyState<T>> st, F fn, Args... args);
+
+}  // namespace detail
+
+/// The start_ready handshake, handed to the child. Signal once; later calls
+/// are ignored. Thread-safety: the child task.
+template <class T>
+class Ready {
+ public:
+  template <class... V>
+  void operator()(V&&... v) {
+    st_->settle_value(std::forward<V>(v)...);
+  }
+
+ private:
+  template <class U, class F, class... Args>
+  friend Task<void> detail::ready_child(std::shared_ptr<detail::ReadyState<U>>, F, Args...);
+  explicit Ready(std::shared_ptr<detail::ReadyState<T>> st) noexcept : st_(std::move(st)) {}
+  std::shared_ptr<detail::ReadyState<T>> st_;
+};
+
+namespace detail {
+template <class T, class F, class... Args>
+Task<void> ready_child(std::shared_ptr<ReadyState<T>> st, F fn, Args... args) {
+  Ready<T> ready(st);
+  std::exception_ptr error;
+  try {
+    co_await std::invoke(fn, ready, args...);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (error) {
+    st->settle_error(error);
+    std::rethrow_exception(error);
+  }
+  st->settle_error(std::make_exception_ptr(
+      std::logic_error("shoal::Scope::start_ready: the child finished without signalling ready")));
+}
+}  // namespace detail
+
+template <class T, class F, class... Args>
+Task<T> Scope::start_ready(F fn, Args... args) {
+  auto st = std::make_shared<detail::ReadyState<T>>();
+  spawn(detail::ready_child<T>(st, std::move(fn), std::move(args)...));
+  co_await st->event.wait();
+  if (st->error) std::rethrow_exception(st->error);
+  if constexpr (!std::is_void_v<T>) co_return std::move(*st->value);
 }
 
 }  // namespace shoal
