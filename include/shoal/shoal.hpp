@@ -10,3 +10,4 @@
 #include "shoal/time/sleep.hpp"
 #include "shoal/channel/channel.hpp"
 #include "shoal/scope/combinators.hpp"
+#include "shoal/runtime/spawn_blocking.hpp"

@@ -518,8 +518,9 @@ void Runtime::dump_all(std::ostream& out) {
 
 namespace this_task {
 bool cancellation_requested() noexcept {
-  detail::Fiber* f = detail::tls_fiber;
-  return f != nullptr && f->cancelled();
+  if (detail::Fiber* f = detail::tls_fiber) return f->cancelled();
+  if (detail::BlockingJob* job = detail::current_blocking_job()) return job->cancelled();
+  return false;
 }
 }  // namespace this_task
 

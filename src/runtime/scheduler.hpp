@@ -14,6 +14,7 @@
 #include "shoal/detail/fiber.hpp"
 #include "shoal/runtime/run.hpp"
 #include "src/io/backend.hpp"
+#include "src/runtime/blocking_pool.hpp"
 #include "src/runtime/idle.hpp"
 #include "src/runtime/injector.hpp"
 #include "src/runtime/steal_queue.hpp"
@@ -87,6 +88,7 @@ class Scheduler {
   // Timers.
   bool add_timer(TimerEntry* e, const Fiber* unless) noexcept;
   TimerQueue& timers() noexcept { return timers_; }
+  BlockingPool& blocking() noexcept { return blocking_; }
   /// Fires due timers; true if any fired.
   bool fire_timers() noexcept;
 
@@ -121,6 +123,8 @@ class Scheduler {
 
   mutable shim::mutex roots_mu_;
   std::vector<CancelNode*> roots_;
+
+  BlockingPool blocking_;
 };
 
 }  // namespace shoal::detail

@@ -264,3 +264,33 @@ TEST(ChannelBridge, PlainThreadSubmitsATaskToARunningRuntime) {
 }
 
 }  // namespace
+
+namespace {
+
+SHOAL_TEST(ChannelTest, DeadlinesCutOffABlockedChannelOpAfterItsCleanupRan) {
+  Channel<int> empty(0);
+  std::atomic<int> cleaned{0};
+  struct Cleanup {
+    std::atomic<int>* n;
+    ~Cleanup() { n->fetch_add(1); }
+  };
+  auto blocked_recv = [&]() -> Task<int> {
+    Cleanup c{&cleaned};
+    auto v = co_await empty.recv();
+    co_return v.value_or(-1);
+  };
+  EXPECT_THROW((void)co_await shoal::with_timeout(2ms, blocked_recv()), shoal::TimedOut);
+  EXPECT_EQ(cleaned.load(), 1);
+  auto r = co_await shoal::move_on_after(2ms, blocked_recv());
+  EXPECT_FALSE(r.has_value());
+  EXPECT_EQ(cleaned.load(), 2);
+  bool sent = co_await shoal::move_on_after(2ms, [&]() -> Task<void> {
+    Cleanup c{&cleaned};
+    co_await empty.send(1);
+  }());
+  EXPECT_FALSE(sent);
+  EXPECT_EQ(cleaned.load(), 3);
+  EXPECT_EQ(empty.try_recv(), std::nullopt) << "a cut-off send must not have delivered";
+}
+
+}  // namespace

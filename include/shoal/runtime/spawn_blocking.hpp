@@ -1,0 +1,122 @@
+// Blocking work on an elastic thread pool beside the workers, and the
+// cancellation-aware wait a blocking function uses to stay interruptible.
+#pragma once
+
+#include <chrono>
+#include <coroutine>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/sync_shim.hpp"
+#include "shoal/runtime/errors.hpp"
+#include "shoal/runtime/task.hpp"
+
+namespace shoal {
+
+namespace detail {
+
+/// A job for the blocking pool. Lives in the awaiting coroutine's frame.
+class BlockingJob : public WaitHook {
+ public:
+  BlockingJob* next = nullptr;  // pool queue link
+  Fiber* waiter = nullptr;
+
+  /// Runs on a pool thread.
+  virtual void run() noexcept = 0;
+  /// The awaiting task was cancelled while this runs: wake a wait_readable.
+  void signal_cancel() noexcept;
+  /// Creates the wake eventfd on first use; -1 if that failed.
+  int wake_fd() noexcept;
+  bool cancelled() const noexcept { return waiter != nullptr && waiter->cancelled(); }
+
+ protected:
+  ~BlockingJob();
+  bool cancel_wait() noexcept override;
+
+ private:
+  shim::mutex wake_mu_;
+  int wake_fd_ = -1;
+};
+
+/// Queues `job` unless the waiter is already cancelled. False: not queued.
+bool blocking_submit(Scheduler* s, BlockingJob* job) noexcept;
+
+template <class F>
+class BlockingAwaiter final : public BlockingJob {
+ public:
+  using R = std::invoke_result_t<F&>;
+  explicit BlockingAwaiter(F& fn) noexcept : fn_(fn) {}
+
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    Fiber* f = fiber_of(h);
+    waiter = f;
+    if (f == nullptr || f->cancelled()) return false;
+    f->resume = h;
+    publish_hook(f, this);
+    if (blocking_submit(f->sched, this)) return true;  // completion or a canceller resumes us
+    disarm_wait(f, this);
+    return false;
+  }
+  R await_resume() {
+    if (waiter == nullptr) throw std::logic_error("shoal::spawn_blocking: awaited outside a shoal task");
+    if (!ran_) throw Cancelled{};  // cancelled before it started
+    if (error_) std::rethrow_exception(error_);
+    if constexpr (!std::is_void_v<R>) return std::move(*value_);
+  }
+  void run() noexcept override {
+    ran_ = true;
+    try {
+      if constexpr (std::is_void_v<R>) {
+        std::invoke(fn_);
+      } else {
+        value_.emplace(std::invoke(fn_));
+      }
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  }
+
+ private:
+  F& fn_;
+  bool ran_ = false;
+  std::exception_ptr error_;
+  std::optional<std::conditional_t<std::is_void_v<R>, bool, R>> value_;
+};
+
+}  // namespace detail
+
+/// Runs `fn()` on the blocking pool (elastic threads beside the workers; a
+/// blocking call there never pins a worker) and returns its result.
+/// Checkpoint: yes. Cancellation: a job not yet started is dropped and
+/// Cancelled is thrown; a running job is never abandoned: `fn` sees
+/// `this_task::cancellation_requested()` and `this_task::wait_readable`
+/// returns `cancelled`, and the await ends when `fn` returns (so a function
+/// that ignores cancellation delays any deadline around it). A value
+/// returned after a cancellation is still delivered.
+template <class F>
+auto spawn_blocking(F fn) -> Task<std::invoke_result_t<F&>> {
+  co_return co_await detail::BlockingAwaiter<F>(fn);
+}
+
+namespace this_task {
+
+enum class WaitResult { readable, timed_out, cancelled };
+
+/// Blocks the calling thread until `fd` is readable (or hung up / in error),
+/// `timeout` passes (negative: no limit), or the task that awaits this
+/// blocking job is cancelled. For code running under spawn_blocking (and
+/// plain threads, where only the fd and timeout count). Throws
+/// std::logic_error on a runtime worker (it would block the worker) and
+/// std::system_error if poll fails.
+WaitResult wait_readable(int fd, std::chrono::milliseconds timeout);
+
+}  // namespace this_task
+
+}  // namespace shoal

@@ -1,0 +1,181 @@
+// Blocking pool and wait_readable.
+//
+// A job is claimed exactly once: by a pool thread (popped under mu_) or by
+// a canceller (removed under mu_ before it ran). A running job's waiter is
+// resumed by the pool thread after run() returns: disarm, then schedule.
+// wait_readable's wake fd is created under the job's wake mutex, and the
+// cancellation flag is read after that, so a cancel that happened before
+// the fd existed is still seen.
+#include "src/runtime/blocking_pool.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <system_error>
+#include <thread>
+
+#include "shoal/detail/thread_wake.hpp"
+#include "src/runtime/scheduler.hpp"
+
+namespace shoal::detail {
+namespace {
+thread_local BlockingJob* tls_job = nullptr;
+}
+
+BlockingJob* current_blocking_job() noexcept { return tls_job; }
+
+BlockingJob::~BlockingJob() {
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+int BlockingJob::wake_fd() noexcept {
+  shim::lock_guard<shim::mutex> g(wake_mu_);
+  if (wake_fd_ < 0) wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  return wake_fd_;
+}
+
+void BlockingJob::signal_cancel() noexcept {
+  shim::lock_guard<shim::mutex> g(wake_mu_);
+  if (wake_fd_ >= 0) {
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto r = ::write(wake_fd_, &one, sizeof one);
+  }
+}
+
+bool BlockingJob::cancel_wait() noexcept {
+  if (waiter->sched->blocking().remove(this)) return true;  // never ran: the awaiter throws Cancelled
+  signal_cancel();  // running: it sees the flag; we resume when it returns
+  return false;
+}
+
+bool blocking_submit(Scheduler* s, BlockingJob* job) noexcept { return s->blocking().submit(job, job->waiter); }
+
+bool BlockingPool::submit(BlockingJob* job, const Fiber* unless) noexcept {
+  bool start_thread = false;
+  {
+    shim::lock_guard<shim::mutex> g(mu_);
+    if (unless != nullptr && unless->cancelled()) return false;
+    job->next = nullptr;
+    if (tail_ != nullptr) {
+      tail_->next = job;
+    } else {
+      head_ = job;
+    }
+    tail_ = job;
+    if (idle_ == 0 && threads_ < max_threads_) {
+      ++threads_;
+      start_thread = true;
+    }
+  }
+  if (start_thread) {
+    try {
+      std::thread([this] { thread_main(); }).detach();
+    } catch (...) {
+      // No thread: the job waits for a busy one (there is at least one, or
+      // this is the first and the job would never run: say so).
+      shim::lock_guard<shim::mutex> g(mu_);
+      --threads_;
+      if (threads_ == 0) std::fputs("shoal: could not start a blocking-pool thread\n", stderr);
+    }
+  } else {
+    cv_.notify_one();
+  }
+  return true;
+}
+
+bool BlockingPool::remove(BlockingJob* job) noexcept {
+  shim::lock_guard<shim::mutex> g(mu_);
+  BlockingJob* prev = nullptr;
+  for (BlockingJob* j = head_; j != nullptr; prev = j, j = j->next) {
+    if (j != job) continue;
+    if (prev != nullptr) {
+      prev->next = j->next;
+    } else {
+      head_ = j->next;
+    }
+    if (tail_ == j) tail_ = prev;
+    return true;
+  }
+  return false;
+}
+
+std::size_t BlockingPool::threads() const noexcept {
+  shim::lock_guard<shim::mutex> g(mu_);
+  return threads_;
+}
+
+void BlockingPool::thread_main() noexcept {
+  shim::unique_lock<shim::mutex> g(mu_);
+  for (;;) {
+    while (head_ == nullptr && !shutdown_) {
+      ++idle_;
+      const bool woke = cv_.wait_for(g, keep_alive_, [this] { return head_ != nullptr || shutdown_; });
+      --idle_;
+      if (!woke) break;
+    }
+    if (head_ == nullptr) break;  // idle too long, or shutting down
+    BlockingJob* job = head_;
+    head_ = job->next;
+    if (head_ == nullptr) tail_ = nullptr;
+    g.unlock();
+    tls_job = job;
+    job->run();
+    tls_job = nullptr;
+    Fiber* f = job->waiter;
+    disarm_wait(f, job);
+    schedule(f);  // job may be gone from here on
+    g.lock();
+  }
+  --threads_;
+  exit_cv_.notify_all();
+}
+
+BlockingPool::~BlockingPool() {
+  shim::unique_lock<shim::mutex> g(mu_);
+  shutdown_ = true;
+  cv_.notify_all();
+  exit_cv_.wait(g, [this] { return threads_ == 0; });
+}
+
+}  // namespace shoal::detail
+
+namespace shoal::this_task {
+
+WaitResult wait_readable(int fd, std::chrono::milliseconds timeout) {
+  detail::BlockingJob* job = detail::current_blocking_job();
+  if (job == nullptr && detail::on_worker_thread()) {
+    throw std::logic_error("shoal::this_task::wait_readable: called on a runtime worker (use spawn_blocking)");
+  }
+  pollfd fds[2] = {{fd, POLLIN, 0}, {-1, POLLIN, 0}};
+  nfds_t n = 1;
+  if (job != nullptr) {
+    fds[1].fd = job->wake_fd();
+    if (fds[1].fd >= 0) n = 2;
+    if (job->cancelled()) return WaitResult::cancelled;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int ms = -1;
+    if (timeout.count() >= 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      ms = static_cast<int>(std::max<long long>(0, left.count()));
+    }
+    // Without a wake fd (eventfd failed) poll in slices so a cancel is still seen.
+    if (job != nullptr && n == 1 && (ms < 0 || ms > 50)) ms = 50;
+    int r = ::poll(fds, n, ms);
+    if (r < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      throw std::system_error(err, std::generic_category(), "shoal::this_task::wait_readable: poll");
+    }
+    if (n == 2 && fds[1].revents != 0) return WaitResult::cancelled;
+    if (fds[0].revents != 0) return WaitResult::readable;
+    if (job != nullptr && job->cancelled()) return WaitResult::cancelled;
+    if (timeout.count() >= 0 && std::chrono::steady_clock::now() >= deadline) return WaitResult::timed_out;
+  }
+}
+
+}  // namespace shoal::this_task

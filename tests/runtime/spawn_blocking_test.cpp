@@ -1,0 +1,141 @@
+// spawn_blocking: results, never pinning a worker, cancellation seen by the
+// blocking function, wait_readable.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+
+#include "support/test_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using shoal::Scope;
+using shoal::Task;
+using shoal::this_task::WaitResult;
+
+SHOAL_TEST_SUITE(SpawnBlockingTest);
+
+struct Pipe {
+  int r = -1, w = -1;
+  Pipe() {
+    int fds[2];
+    if (::pipe(fds) == 0) {
+      r = fds[0];
+      w = fds[1];
+    }
+  }
+  ~Pipe() {
+    ::close(r);
+    ::close(w);
+  }
+};
+
+SHOAL_TEST(SpawnBlockingTest, ReturnsTheValueAndRethrowsFaults) {
+  int v = co_await shoal::spawn_blocking([] { return 6 * 7; });
+  EXPECT_EQ(v, 42);
+  EXPECT_THROW(co_await shoal::spawn_blocking([]() -> int { throw std::runtime_error("blocking"); }),
+               std::runtime_error);
+  co_await shoal::spawn_blocking([] {});
+}
+
+SHOAL_TEST(SpawnBlockingTest, BlockingCallDoesNotPinAWorker) {
+  // On one worker: the blocking function waits for a task that can only run
+  // if the worker is free.
+  std::atomic<bool> flag{false};
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      co_await shoal::spawn_blocking([&] {
+        while (!flag.load()) std::this_thread::sleep_for(100us);
+      });
+    });
+    s.spawn([&]() -> Task<void> {
+      co_await shoal::sleep_for(1ms);
+      flag.store(true);
+    });
+    co_return;
+  });
+  EXPECT_TRUE(flag.load());
+}
+
+SHOAL_TEST(SpawnBlockingTest, WaitReadableOnANeverWrittenPipeWakesOnCancellation) {
+  Pipe p;
+  std::atomic<bool> started{false};
+  WaitResult seen = WaitResult::readable;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      seen = co_await shoal::spawn_blocking([&] {
+        started.store(true);
+        return shoal::this_task::wait_readable(p.r, std::chrono::milliseconds(-1));
+      });
+    });
+    while (!started.load()) co_await shoal::sleep_for(100us);
+    s.cancel();
+    co_return;
+  });
+  EXPECT_EQ(seen, WaitResult::cancelled);
+}
+
+SHOAL_TEST(SpawnBlockingTest, BlockingFunctionSeesCancellationRequested) {
+  std::atomic<bool> started{false};
+  bool saw = false;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      saw = co_await shoal::spawn_blocking([&] {
+        started.store(true);
+        while (!shoal::this_task::cancellation_requested()) std::this_thread::sleep_for(100us);
+        return true;
+      });
+    });
+    while (!started.load()) co_await shoal::sleep_for(100us);
+    s.cancel();
+    co_return;
+  });
+  EXPECT_TRUE(saw);
+}
+
+SHOAL_TEST(SpawnBlockingTest, WaitReadableReportsDataAndTimeouts) {
+  Pipe p;
+  auto r = co_await shoal::spawn_blocking([&] { return shoal::this_task::wait_readable(p.r, 5ms); });
+  EXPECT_EQ(r, WaitResult::timed_out);
+  EXPECT_EQ(::write(p.w, "x", 1), 1);
+  r = co_await shoal::spawn_blocking([&] { return shoal::this_task::wait_readable(p.r, 1s); });
+  EXPECT_EQ(r, WaitResult::readable);
+}
+
+SHOAL_TEST(SpawnBlockingTest, FunctionIgnoringCancellationDelaysItsDeadline) {
+  const auto t0 = shoal::Clock::now();
+  int v = co_await shoal::with_timeout(1ms, shoal::spawn_blocking([] {
+                                         std::this_thread::sleep_for(30ms);  // ignores cancellation
+                                         return 5;
+                                       }));
+  EXPECT_EQ(v, 5) << "a value produced after the deadline is still delivered";
+  EXPECT_GE(shoal::Clock::now() - t0, 30ms) << "the deadline did not wait for the blocking function";
+}
+
+SHOAL_TEST(SpawnBlockingTest, CancelledBeforeItStartsThrowsWithoutRunning) {
+  bool ran = false;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    s.cancel();
+    EXPECT_THROW(co_await shoal::spawn_blocking([&] { ran = true; }), shoal::Cancelled);
+    co_return;
+  });
+  EXPECT_FALSE(ran);
+}
+
+TEST(WaitReadable, IsRejectedOnAWorker) {
+  Pipe p;
+  bool rejected = shoal::run([&]() -> Task<bool> {
+    try {
+      (void)shoal::this_task::wait_readable(p.r, 1ms);
+    } catch (const std::logic_error&) {
+      co_return true;
+    }
+    co_return false;
+  }());
+  EXPECT_TRUE(rejected);
+}
+
+}  // namespace
