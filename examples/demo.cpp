@@ -2,9 +2,12 @@
 //  1. A fan-out of 10,000 children; one fails; the rest are cancelled and
 //     joined, and the scope rethrows the original fault.
 //  2. Spawn+join throughput of 200,000 trivial tasks.
+//  3. A deadline cutting off slow work, which unwinds before the deadline returns.
+//  4. A channel pipeline: producer -> 4 workers -> consumer.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 
 #include "shoal/shoal.hpp"
@@ -62,6 +65,51 @@ shoal::Task<void> spawn_throughput() {
   std::printf("2. spawn+join: %d tasks in %.1f ms (%.2f M tasks/s)\n", ran.load(), ms, kTasks / ms / 1e3);
 }
 
+shoal::Task<void> deadline_cuts_off_slow_work() {
+  using namespace std::chrono_literals;
+  bool cleaned_up = false;
+  const auto t0 = Clock::now();
+  auto slow_backend = [&]() -> shoal::Task<int> {
+    struct Cleanup {
+      bool& done;
+      ~Cleanup() { done = true; }
+    } cleanup{cleaned_up};
+    co_await shoal::sleep_for(10s);  // a backend that hangs
+    co_return 1;
+  };
+  std::optional<int> r = co_await shoal::move_on_after(50ms, slow_backend());
+  std::printf("3. deadline: slow call %s after %.1f ms (limit 50 ms); its cleanup %s before the deadline returned\n",
+              r ? "finished" : "cut off", ms_since(t0), cleaned_up ? "ran" : "had NOT run");
+}
+
+shoal::Task<void> channel_pipeline() {
+  constexpr long kItems = 100'000;
+  shoal::Channel<long> jobs(256), results(256);
+  long sum = 0;
+  const auto t0 = Clock::now();
+  co_await shoal::scope([&](shoal::Scope& s) -> shoal::Task<void> {
+    s.spawn([&]() -> shoal::Task<void> {  // producer
+      for (long i = 1; i <= kItems; ++i) co_await jobs.send(i);
+      jobs.close();
+    });
+    s.spawn([&]() -> shoal::Task<void> {  // 4 workers; results closes when all are done
+      co_await shoal::scope([&](shoal::Scope& workers) -> shoal::Task<void> {
+        for (int w = 0; w < 4; ++w) {
+          workers.spawn([&]() -> shoal::Task<void> {
+            while (auto v = co_await jobs.recv()) co_await results.send(*v * 2);
+          });
+        }
+        co_return;
+      });
+      results.close();
+    });
+    while (auto v = co_await results.recv()) sum += *v;  // consumer
+  });
+  const double ms = ms_since(t0);
+  std::printf("4. pipeline: %ld items through producer -> 4 workers -> consumer in %.1f ms (%.2f M items/s), sum %s\n",
+              kItems, ms, kItems / ms / 1e3, sum == kItems * (kItems + 1) ? "correct" : "WRONG");
+}
+
 }  // namespace
 
 int main() {
@@ -69,4 +117,6 @@ int main() {
   std::printf("shoal demo on %zu workers\n", rt.worker_count());
   rt.block_on(fan_out_with_a_failure());
   rt.block_on(spawn_throughput());
+  rt.block_on(deadline_cuts_off_slow_work());
+  rt.block_on(channel_pipeline());
 }

@@ -413,6 +413,12 @@ class Channel {
     return static_cast<ThreadRecv*>(w)->slot;
   }
 
+  // Index of the slot `n` places after head_ (no division on the hot path).
+  std::size_t slot_after(std::size_t n) const noexcept {
+    std::size_t i = head_ + n;
+    return i >= capacity_ ? i - capacity_ : i;
+  }
+
   int try_send_locked(T& v, WakeList& woken) {
     if (closed_) return kClosed;
     if (Waiter* r = receivers_.head) {  // only when the buffer is empty
@@ -423,7 +429,7 @@ class Channel {
       return kDone;
     }
     if (count_ < capacity_) {
-      buffer_[(head_ + count_) % capacity_].emplace(std::move(v));
+      buffer_[slot_after(count_)].emplace(std::move(v));
       ++count_;
       return kDone;
     }
@@ -434,10 +440,10 @@ class Channel {
     if (count_ > 0) {
       out.emplace(std::move(*buffer_[head_]));
       buffer_[head_].reset();
-      head_ = (head_ + 1) % capacity_;
+      if (++head_ == capacity_) head_ = 0;
       --count_;
       if (Waiter* s = senders_.head) {  // refill from the longest-waiting sender
-        buffer_[(head_ + count_) % capacity_].emplace(std::move(sender_value(s)));
+        buffer_[slot_after(count_)].emplace(std::move(sender_value(s)));
         ++count_;
         unlink(s);
         s->done = true;
