@@ -1,5 +1,6 @@
 // Scopes: join-all, cancel-on-fault, start handles, spawn ownership, cancel().
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -386,8 +387,21 @@ TEST(ScopeFanOut, TenThousandCancellationsAreSpreadOverTheWorkers) {
                                   co_await never.wait();
                                 } catch (const shoal::Cancelled&) {
                                   cancelled.fetch_add(1);
-                                  std::lock_guard<std::mutex> g(mu);
-                                  threads.insert(std::this_thread::get_id());
+                                  std::size_t seen;
+                                  {
+                                    std::lock_guard<std::mutex> g(mu);
+                                    threads.insert(std::this_thread::get_id());
+                                    seen = threads.size();
+                                  }
+                                  // Hold this worker (up to 2 s) until another one has taken a
+                                  // cancelled child: only a fan-out that reaches other workers
+                                  // gets past this quickly, whatever the machine's load.
+                                  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+                                  while (seen < 2 && std::chrono::steady_clock::now() < until) {
+                                    std::this_thread::yield();
+                                    std::lock_guard<std::mutex> g(mu);
+                                    seen = threads.size();
+                                  }
                                   throw;
                                 }
                               });

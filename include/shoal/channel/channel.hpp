@@ -109,31 +109,20 @@ class Channel {
         return false;
       }
       Channel& c = *this->ch;
-      WakeList woken;
-      c.lock_.lock();
-      int r = c.try_send_locked(value_, woken);
-      c.lock_.unlock();
-      c.wake_all(woken);
+      auto attempt = [&](WakeList& woken) { return c.try_send_locked(value_, woken); };
+      const int r = c.attempt(attempt);
       if (r != kWouldBlock) return finish_fast(r == kDone, h, f);
-      // Slow path: publish the hook first, then register under the lock.
-      f->resume = h;
-      detail::publish_hook(f, this);
-      c.lock_.lock();
-      r = c.try_send_locked(value_, woken);
-      if (r == kWouldBlock && !f->cancelled()) {
-        c.link(c.senders_, this);
-        c.lock_.unlock();
-        c.wake_all(woken);
-        return true;
-      }
-      c.lock_.unlock();
-      c.wake_all(woken);
-      detail::disarm_wait(f, this);
-      if (r == kWouldBlock) {
-        this->cancelled = true;
-      } else {
-        closed_ = (r == kClosed);
-        this->done = (r == kDone);
+      switch (c.wait_slow(this, c.senders_, f, h, attempt)) {
+        case kSuspended:
+          return true;
+        case kWouldBlock:
+          this->cancelled = true;
+          break;
+        case kClosed:
+          closed_ = true;
+          break;
+        default:
+          this->done = true;
       }
       return false;
     }
@@ -175,31 +164,16 @@ class Channel {
         return false;
       }
       Channel& c = *this->ch;
-      WakeList woken;
-      c.lock_.lock();
-      int r = c.try_recv_locked(slot_, woken);
-      c.lock_.unlock();
-      c.wake_all(woken);
-      if (r != kWouldBlock) {
+      auto attempt = [&](WakeList& woken) { return c.try_recv_locked(slot_, woken); };
+      if (c.attempt(attempt) != kWouldBlock) {
         this->done = true;
         if (!detail::consume_budget(f)) return false;
-        f->resume = h;
+        f->resume = h;  // out of budget: a schedule point
         detail::schedule_yield(f);
         return true;
       }
-      f->resume = h;
-      detail::publish_hook(f, this);
-      c.lock_.lock();
-      r = c.try_recv_locked(slot_, woken);
-      if (r == kWouldBlock && !f->cancelled()) {
-        c.link(c.receivers_, this);
-        c.lock_.unlock();
-        c.wake_all(woken);
-        return true;
-      }
-      c.lock_.unlock();
-      c.wake_all(woken);
-      detail::disarm_wait(f, this);
+      const int r = c.wait_slow(this, c.receivers_, f, h, attempt);
+      if (r == kSuspended) return true;
       if (r == kWouldBlock) {
         this->cancelled = true;
       } else {
@@ -325,7 +299,40 @@ class Channel {
   }
 
  private:
-  static constexpr int kDone = 0, kClosed = 1, kWouldBlock = 2;
+  static constexpr int kDone = 0, kClosed = 1, kWouldBlock = 2, kSuspended = 3;
+
+  // One attempt under the lock; wakes whoever it completed after unlocking.
+  template <class Attempt>
+  int attempt(Attempt& try_locked) {
+    WakeList woken;
+    lock_.lock();
+    const int r = try_locked(woken);
+    lock_.unlock();
+    wake_all(woken);
+    return r;
+  }
+
+  // The wait protocol (detail/fiber.hpp): publish the hook, then retry and
+  // register under the lock, re-checking cancellation there. Returns
+  // kSuspended (registered), kWouldBlock (cancelled), or the retry's result.
+  template <class Attempt>
+  int wait_slow(Waiter* w, WaitList& list, detail::Fiber* f, std::coroutine_handle<> h, Attempt& try_locked) {
+    f->resume = h;
+    detail::publish_hook(f, w);
+    WakeList woken;
+    lock_.lock();
+    const int r = try_locked(woken);
+    if (r == kWouldBlock && !f->cancelled()) {
+      link(list, w);
+      lock_.unlock();
+      wake_all(woken);
+      return kSuspended;
+    }
+    lock_.unlock();
+    wake_all(woken);
+    detail::disarm_wait(f, w);
+    return r;
+  }
 
   struct ThreadSend : Waiter {
     ThreadSend(Channel* c, T v) : value(std::move(v)) {
