@@ -196,7 +196,7 @@ void checksum_race(std::size_t capacity, std::uint64_t seed) {
 TEST(ChannelRace, RandomizedSendRecvCancelConservesValues) {
   shoal::test::Watchdog dog(std::chrono::seconds(300), "channel races");
   const std::uint64_t seed = shoal::test::test_seed("ChannelRace.RandomizedSendRecvCancelConservesValues");
-  for (std::size_t cap : {0u, 1u, 64u}) checksum_race(cap, seed + cap);
+  for (std::size_t cap : {0u, 1u, 2u, 64u}) checksum_race(cap, seed + cap);
 }
 
 TEST(ChannelBridge, TwoThreadsAndFourTasksExchangeValues) {
