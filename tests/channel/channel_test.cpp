@@ -294,3 +294,49 @@ SHOAL_TEST(ChannelTest, DeadlinesCutOffABlockedChannelOpAfterItsCleanupRan) {
 }
 
 }  // namespace
+
+namespace {
+
+// Sends racing with close(): every send that returned normally is received
+// exactly once; every other send got its value back.
+TEST(ChannelRace, CloseRacingSendsLosesNothing) {
+  shoal::test::Watchdog dog(std::chrono::seconds(300), "close races");
+  const std::uint64_t seed = shoal::test::test_seed("ChannelRace.CloseRacingSendsLosesNothing");
+  std::mt19937_64 rng(seed);
+  shoal::Runtime rt(shoal::RuntimeOptions::with_workers(4));
+  const long rounds = shoal::test::scaled(500, 30);
+  for (long round = 0; round < rounds; ++round) {
+    const std::size_t cap = (round % 3 == 0) ? 0 : (round % 3 == 1 ? 2 : 8);
+    Channel<long> ch(cap);
+    std::atomic<long> sent{0}, received{0}, returned{0};
+    const int close_after = static_cast<int>(rng() % 30);
+    rt.block_on(shoal::scope([&](Scope& s) -> Task<void> {
+      for (int p = 0; p < 3; ++p) {
+        s.spawn([&, p]() -> Task<void> {
+          for (long i = 1;; ++i) {
+            const long v = p * 100000 + i;
+            try {
+              co_await ch.send(v);
+              sent.fetch_add(v);
+            } catch (shoal::ChannelClosedError<long>& e) {
+              returned.fetch_add(e.value == v ? 1 : 1000000);
+              co_return;
+            }
+          }
+        });
+      }
+      for (int c = 0; c < 3; ++c) {
+        s.spawn([&]() -> Task<void> {
+          while (auto v = co_await ch.recv()) received.fetch_add(*v);
+        });
+      }
+      for (int k = 0; k < close_after; ++k) co_await shoal::checkpoint();
+      ch.close();
+      co_return;
+    }));
+    ASSERT_EQ(sent.load(), received.load()) << "capacity " << cap << " round " << round << " seed " << seed;
+    ASSERT_EQ(returned.load(), 3) << "capacity " << cap << " round " << round << " seed " << seed;
+  }
+}
+
+}  // namespace
