@@ -147,11 +147,12 @@ void Scheduler::drive() noexcept {
   fire_timers();
 }
 
-bool Scheduler::add_timer(TimerEntry* e, const Fiber* unless) noexcept {
-  if (!timers_.insert(e, unless)) return false;
+TimerInsert Scheduler::add_timer(TimerEntry* e, const Fiber* unless) noexcept {
+  const TimerInsert r = timers_.insert(e, unless);
+  if (r != TimerInsert::queued) return r;
   const std::int64_t sleeping_until = driver_sleep_until_.load(std::memory_order_seq_cst);
   if (sleeping_until != -1 && e->deadline < sleeping_until) backend_->wake();
-  return true;
+  return r;
 }
 
 bool Scheduler::fire_timers() noexcept {

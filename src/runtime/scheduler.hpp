@@ -86,7 +86,7 @@ class Scheduler {
   io::Backend& backend() noexcept { return *backend_; }
 
   // Timers.
-  bool add_timer(TimerEntry* e, const Fiber* unless) noexcept;
+  TimerInsert add_timer(TimerEntry* e, const Fiber* unless) noexcept;
   TimerQueue& timers() noexcept { return timers_; }
   BlockingPool& blocking() noexcept { return blocking_; }
   /// Fires due timers; true if any fired.

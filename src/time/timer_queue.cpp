@@ -15,7 +15,7 @@ void TimerQueue::sift_up(std::size_t i) noexcept {
   while (i > 0) {
     std::size_t parent = (i - 1) / 2;
     if (!less(i, parent)) break;
-    TimerEntry* a = heap_[i];
+    const Node a = heap_[i];
     place(i, heap_[parent]);
     place(parent, a);
     i = parent;
@@ -29,7 +29,7 @@ void TimerQueue::sift_down(std::size_t i) noexcept {
     if (l < n && less(l, m)) m = l;
     if (r < n && less(r, m)) m = r;
     if (m == i) return;
-    TimerEntry* a = heap_[i];
+    const Node a = heap_[i];
     place(i, heap_[m]);
     place(m, a);
     i = m;
@@ -37,34 +37,32 @@ void TimerQueue::sift_down(std::size_t i) noexcept {
 }
 
 void TimerQueue::erase_at(std::size_t i) noexcept {
-  TimerEntry* e = heap_[i];
+  TimerEntry* e = heap_[i].entry;
   e->index = TimerEntry::kNotQueued;
-  TimerEntry* last = heap_.back();
+  const Node last = heap_.back();
   heap_.pop_back();
-  if (last != e) {
+  if (last.entry != e) {
     place(i, last);
     sift_down(i);
-    sift_up(last->index);
+    sift_up(last.entry->index);
   }
 }
 
-bool TimerQueue::insert(TimerEntry* e, const Fiber* unless) noexcept {
+TimerInsert TimerQueue::insert(TimerEntry* e, const Fiber* unless) noexcept {
   shim::lock_guard<shim::mutex> g(mu_);
-  if (unless != nullptr && unless->cancelled()) return false;
+  if (unless != nullptr && unless->cancelled()) return TimerInsert::cancelled;
   e->seq = seq_++;
   e->state.store(TimerEntry::queued, std::memory_order_relaxed);
   try {
-    heap_.push_back(e);
+    heap_.push_back(Node{e->deadline, e->seq, e});
   } catch (...) {
-    // Out of memory growing the heap: fire at once rather than never.
-    e->deadline = 0;
-    heap_.shrink_to_fit();
-    heap_.push_back(e);
+    e->state.store(TimerEntry::idle, std::memory_order_relaxed);
+    return TimerInsert::no_memory;  // the heap could not grow
   }
-  place(heap_.size() - 1, e);
+  place(heap_.size() - 1, heap_.back());
   sift_up(e->index);
   publish_next();
-  return true;
+  return TimerInsert::queued;
 }
 
 bool TimerQueue::remove(TimerEntry* e) noexcept {
@@ -84,8 +82,8 @@ std::size_t TimerQueue::fire_due(std::int64_t now) noexcept {
     std::size_t n = 0;
     {
       shim::lock_guard<shim::mutex> g(mu_);
-      while (n < 64 && !heap_.empty() && heap_[0]->deadline <= now) {
-        TimerEntry* e = heap_[0];
+      while (n < 64 && !heap_.empty() && heap_[0].deadline <= now) {
+        TimerEntry* e = heap_[0].entry;
         erase_at(0);
         e->state.store(TimerEntry::firing, std::memory_order_relaxed);
         due[n++] = e;
@@ -107,7 +105,7 @@ std::size_t TimerQueue::size() const noexcept {
   return heap_.size();
 }
 
-bool timer_insert(Scheduler* s, TimerEntry* e, const Fiber* unless) noexcept { return s->add_timer(e, unless); }
+TimerInsert timer_insert(Scheduler* s, TimerEntry* e, const Fiber* unless) noexcept { return s->add_timer(e, unless); }
 bool timer_remove(Scheduler* s, TimerEntry* e) noexcept { return s->timers().remove(e); }
 
 void timer_cancel_and_wait(Scheduler* s, TimerEntry* e) noexcept {

@@ -35,11 +35,13 @@ struct TimerEntry {
 
 struct Fiber;
 
+enum class TimerInsert { queued, cancelled, no_memory };
+
 /// Queues `e` (state idle -> queued) unless `unless_cancelled` is given and
 /// already cancelled (checked under the queue's lock, which a canceller's
-/// timer_remove also takes, so a cancel is never missed). Wakes the driver if
-/// it sleeps past the deadline. Returns false if not queued.
-bool timer_insert(Scheduler* s, TimerEntry* e, const Fiber* unless_cancelled = nullptr) noexcept;
+/// timer_remove also takes, so a cancel is never missed), or the heap could
+/// not grow. Wakes the driver if it sleeps past the deadline.
+TimerInsert timer_insert(Scheduler* s, TimerEntry* e, const Fiber* unless_cancelled = nullptr) noexcept;
 /// Takes `e` out if it has not started firing. True if removed.
 bool timer_remove(Scheduler* s, TimerEntry* e) noexcept;
 /// Removes `e`, or waits until an in-progress firing of it has finished, so

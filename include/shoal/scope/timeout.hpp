@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <exception>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -40,16 +41,18 @@ class CancelFrame {
   CancelFrame(const CancelFrame&) = delete;
   CancelFrame& operator=(const CancelFrame&) = delete;
 
-  /// Arms the deadline; one that already passed cancels at once.
-  void arm(Clock::time_point deadline) noexcept {
+  /// Arms the deadline; one that already passed cancels at once. Throws
+  /// std::bad_alloc if the timer heap cannot grow (nothing is armed then).
+  void arm(Clock::time_point deadline) {
     entry_.owner = this;
     entry_.fire = &CancelFrame::on_fire;
     entry_.deadline = to_ns(deadline);
-    armed_ = true;
-    if (deadline <= Clock::now() || !timer_insert(node_.sched, &entry_)) {
-      armed_ = false;
+    if (deadline <= Clock::now()) {
       fire_now();
+      return;
     }
+    if (timer_insert(node_.sched, &entry_) != TimerInsert::queued) throw std::bad_alloc();
+    armed_ = true;
   }
 
   /// Disarms the timer (waiting out a firing in progress) and leaves the node.
@@ -96,7 +99,12 @@ Task<std::optional<Stored<T>>> run_with_deadline(Clock::time_point deadline, Tas
   if (f == nullptr) throw std::logic_error("shoal: a deadline awaited outside a shoal task");
   if (f->cancelled()) throw Cancelled{};
   CancelFrame frame(f, false);
-  frame.arm(deadline);
+  try {
+    frame.arm(deadline);
+  } catch (...) {
+    frame.leave();
+    throw;
+  }
   std::optional<Stored<T>> value;
   std::exception_ptr error;
   try {

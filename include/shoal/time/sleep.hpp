@@ -40,9 +40,10 @@ class SleepAwaiter final : public WaitHook {
     entry_.fire = &SleepAwaiter::on_fire;
     entry_.owner = this;
     publish_hook(f_, this);
-    if (timer_insert(f_->sched, &entry_, f_)) return true;  // the timer or a canceller resumes us
-    disarm_wait(f_, this);  // cancelled before it was queued
-    cancelled_ = true;
+    const TimerInsert r = timer_insert(f_->sched, &entry_, f_);
+    if (r == TimerInsert::queued) return true;  // the timer or a canceller resumes us
+    disarm_wait(f_, this);
+    (r == TimerInsert::cancelled ? cancelled_ : no_memory_) = true;
     return false;
   }
 
@@ -63,6 +64,7 @@ class SleepAwaiter final : public WaitHook {
   Clock::time_point until_;
   Fiber* f_ = nullptr;
   bool cancelled_ = false;
+  bool no_memory_ = false;
   Entry entry_;
 };
 
