@@ -472,6 +472,8 @@ Task<void> ready_child(std::shared_ptr<ReadyState<T>> st, F fn, Args... args) {
 
 template <class T, class F, class... Args>
 Task<T> Scope::start_ready(F fn, Args... args) {
+  detail::Fiber* f = co_await detail::CurrentFiber{};
+  if (f != nullptr && f->cancelled()) throw Cancelled{};  // a cancel point before any side effect
   auto st = std::make_shared<detail::ReadyState<T>>();
   spawn(detail::ready_child<T>(st, std::move(fn), std::move(args)...));
   co_await st->event.wait();
