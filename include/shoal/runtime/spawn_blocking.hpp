@@ -87,7 +87,7 @@ class BlockingAwaiter final : public BlockingJob {
   F& fn_;
   bool ran_ = false;
   std::exception_ptr error_;
-  std::optional<std::conditional_t<std::is_void_v<R>, bool, R>> value_;
+  std::optional<Stored<R>> value_;
 };
 
 }  // namespace detail

@@ -22,6 +22,10 @@ namespace detail {
 /// Ends a coroutine whose fault was already stored in its promise.
 struct ForwardedError {};
 
+/// Where a result of type T is kept until delivered: `bool` stands in for void.
+template <class T>
+using Stored = std::conditional_t<std::is_void_v<T>, bool, T>;
+
 struct PromiseBase {
   // The spawned-child record. Only used when this frame is the root of a
   // fiber (spawned or run); kept here so a spawn costs one allocation.

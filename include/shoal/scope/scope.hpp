@@ -101,8 +101,7 @@ struct JoinWaiter : WaitHook {
 
 template <class T>
 struct ScopeResult {
-  using Stored = std::conditional_t<std::is_void_v<T>, bool, T>;
-  std::optional<Stored> value;
+  std::optional<Stored<T>> value;
 };
 
 }  // namespace detail
@@ -396,10 +395,9 @@ namespace detail {
 
 template <class T>
 struct ReadyState {
-  using Stored = std::conditional_t<std::is_void_v<T>, bool, T>;
   shim::mutex mu;
   bool settled = false;
-  std::optional<Stored> value;
+  std::optional<Stored<T>> value;
   std::exception_ptr error;
   Event event;
 

@@ -87,9 +87,6 @@ class CancelFrame {
   shim::atomic<bool> fired_{false};
 };
 
-template <class T>
-using Stored = std::conditional_t<std::is_void_v<T>, bool, T>;
-
 // Runs `task` inside a CancelFrame. Returns the value (engaged) or, when the
 // deadline cut it off and no outer cancellation is pending, nothing. Every
 // other exception passes through unchanged.
