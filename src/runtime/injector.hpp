@@ -29,6 +29,11 @@ struct FiberBatch {
   bool empty() const noexcept { return head == nullptr; }
 };
 
+/// Hands a batch of ready fibers to `s` (Scheduler::schedule_batch). A free
+/// function so code that only needs this, like the cancel protocol, does not
+/// depend on the scheduler (model tests define their own).
+void schedule_batch(Scheduler* s, FiberBatch& batch) noexcept;
+
 class Injector {
  public:
   void push(Fiber* f) noexcept {

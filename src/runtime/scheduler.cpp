@@ -56,34 +56,6 @@ RuntimeOptions normalize(RuntimeOptions o) {
 
 }  // namespace
 
-void Parker::park(Scheduler& s) noexcept {
-  std::uint32_t expected = kNotified;
-  if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acq_rel)) return;
-  if (s.try_lock_driver()) {
-    expected = kEmpty;
-    if (state_.compare_exchange_strong(expected, kParkedDriver, std::memory_order_acq_rel)) {
-      s.drive();
-    }
-    state_.store(kEmpty, std::memory_order_release);
-    s.unlock_driver();
-    return;
-  }
-  expected = kEmpty;
-  if (state_.compare_exchange_strong(expected, kParked, std::memory_order_acq_rel)) {
-    while (state_.load(std::memory_order_acquire) == kParked) state_.wait(kParked, std::memory_order_acquire);
-  }
-  state_.store(kEmpty, std::memory_order_release);
-}
-
-void Parker::unpark(Scheduler& s) noexcept {
-  std::uint32_t prev = state_.exchange(kNotified, std::memory_order_acq_rel);
-  if (prev == kParked) {
-    state_.notify_one();
-  } else if (prev == kParkedDriver) {
-    s.backend().wake();
-  }
-}
-
 Scheduler::Scheduler(RuntimeOptions options)
     : options_(normalize(std::move(options))),
       deterministic_(options_.deterministic_seed.has_value()),
@@ -447,6 +419,7 @@ void Scheduler::dump_node(std::ostream& out, CancelNode* n, int depth) const {
 void schedule(Fiber* f) noexcept { f->sched->schedule(f); }
 void schedule_spawn(Fiber* f) noexcept { f->sched->schedule_spawn(f); }
 void schedule_yield(Fiber* f) noexcept { f->sched->schedule_yield(f); }
+void schedule_batch(Scheduler* s, FiberBatch& batch) noexcept { s->schedule_batch(batch); }
 Fiber* current_fiber() noexcept { return tls_fiber; }
 
 void report_suppressed_fault(Scheduler* s, const std::exception_ptr& e) noexcept { s->report_suppressed(e); }

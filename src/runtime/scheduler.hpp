@@ -17,26 +17,13 @@
 #include "src/runtime/blocking_pool.hpp"
 #include "src/runtime/idle.hpp"
 #include "src/runtime/injector.hpp"
+#include "src/runtime/parker.hpp"
 #include "src/runtime/steal_queue.hpp"
 #include "src/time/timer_queue.hpp"
 
 namespace shoal::detail {
 
 class Scheduler;
-
-/// One per worker. A worker parks either inside the I/O backend (if it got
-/// the driver) or on its own futex; `unpark` knows which.
-class Parker {
- public:
-  void park(Scheduler& s) noexcept;
-  void unpark(Scheduler& s) noexcept;
-  std::uint32_t state() const noexcept { return state_.load(std::memory_order_relaxed); }
-
-  static constexpr std::uint32_t kEmpty = 0, kParked = 1, kParkedDriver = 2, kNotified = 3;
-
- private:
-  shim::atomic<std::uint32_t> state_{kEmpty};
-};
 
 struct Worker {
   Scheduler* sched = nullptr;
@@ -80,6 +67,7 @@ class Scheduler {
   // Parking support.
   bool try_lock_driver() noexcept { return !driver_busy_.exchange(true, std::memory_order_acquire); }
   void unlock_driver() noexcept { driver_busy_.store(false, std::memory_order_release); }
+  void wake_driver() noexcept { backend_->wake(); }
   /// The driver holder blocks in the backend until a wake, I/O, or the
   /// earliest timer; then fires due timers.
   void drive() noexcept;

@@ -1,0 +1,61 @@
+// Parker: how one worker sleeps and is woken. Header-only and generic over
+// the I/O driver so model tests can run this exact code with a model driver.
+#pragma once
+
+#include <cstdint>
+
+#include "shoal/detail/sync_shim.hpp"
+
+namespace shoal::detail {
+
+/// One per worker. A worker parks either inside the I/O backend (if it got
+/// the driver) or on its own futex; `unpark` knows which.
+///
+/// `Driver` provides try_lock_driver(), unlock_driver(), drive() (blocks
+/// until wake_driver(), I/O or a timer) and wake_driver() (any thread; a wake
+/// before drive() makes the next drive() return at once, as an eventfd does).
+///
+/// A notification is never lost: unpark swaps in kNotified whatever the state
+/// was, so a parker that has not slept yet sees it in its CAS, and one that
+/// sleeps is woken by the futex or by the driver wake.
+class Parker {
+ public:
+  template <class Driver>
+  void park(Driver& d) noexcept {
+    std::uint32_t expected = kNotified;
+    if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acq_rel)) return;
+    if (d.try_lock_driver()) {
+      expected = kEmpty;
+      if (state_.compare_exchange_strong(expected, kParkedDriver, std::memory_order_acq_rel)) {
+        d.drive();
+      }
+      state_.store(kEmpty, std::memory_order_release);
+      d.unlock_driver();
+      return;
+    }
+    expected = kEmpty;
+    if (state_.compare_exchange_strong(expected, kParked, std::memory_order_acq_rel)) {
+      while (state_.load(std::memory_order_acquire) == kParked) state_.wait(kParked, std::memory_order_acquire);
+    }
+    state_.store(kEmpty, std::memory_order_release);
+  }
+
+  template <class Driver>
+  void unpark(Driver& d) noexcept {
+    std::uint32_t prev = state_.exchange(kNotified, std::memory_order_acq_rel);
+    if (prev == kParked) {
+      state_.notify_one();
+    } else if (prev == kParkedDriver) {
+      d.wake_driver();
+    }
+  }
+
+  std::uint32_t state() const noexcept { return state_.load(std::memory_order_relaxed); }
+
+  static constexpr std::uint32_t kEmpty = 0, kParked = 1, kParkedDriver = 2, kNotified = 3;
+
+ private:
+  shim::atomic<std::uint32_t> state_{kEmpty};
+};
+
+}  // namespace shoal::detail

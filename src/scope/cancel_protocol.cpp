@@ -1,0 +1,157 @@
+// Cancellation tree and the cancellable-wait protocol. Depends only on
+// fiber.hpp and FiberBatch, so model tests compile this file as is.
+//
+// Invariants and memory-order argument:
+// - A node's `cancelled` flag only goes false -> true. A node attached under
+//   a cancelled parent is born cancelled (unless shielded); attach and cancel
+//   both hold the parent's lock, so no child misses its parent's cancel.
+// - A fiber suspended at a cancellable wait has `hook` = its WaitHook. The
+//   fiber publishes the hook (seq_cst store) and then reads `cancelled`
+//   (seq_cst); the canceller sets `cancelled` (seq_cst RMW) and then reads the
+//   hook (seq_cst). Whichever comes second sees the other (Dekker), so a
+//   cancel is never missed by a fiber about to sleep.
+// - A canceller swaps the hook for kBusy while it calls cancel_wait(); the
+//   waiting fiber never leaves its wait (destroying the hook) while kBusy is
+//   set (disarm_wait spins it out). The hook stays valid while inspected.
+// - Fibers claimed by cancel_wait() are scheduled in one batch after every
+//   lock is released, so they cannot contend with the canceller for the node
+//   locks they need to unlink themselves.
+// - Lock order: parent node before child node; node lock before any wait
+//   primitive's lock (cancel_wait may take one). Wakers never take node locks.
+#include "shoal/detail/fiber.hpp"
+#include "src/runtime/injector.hpp"
+
+namespace shoal::detail {
+namespace {
+
+WaitHook* const kBusy = reinterpret_cast<WaitHook*>(std::uintptr_t{1});
+
+void wake_for_cancel(Fiber* f, FiberBatch& batch) noexcept {
+  WaitHook* h = f->hook.load(std::memory_order_seq_cst);
+  for (;;) {
+    if (h == nullptr) return;
+    if (h == kBusy) {  // another canceller is looking; let it finish, then retry
+      shim::spin_pause();
+      h = f->hook.load(std::memory_order_seq_cst);
+      continue;
+    }
+    if (f->hook.compare_exchange_weak(h, kBusy, std::memory_order_seq_cst)) break;
+  }
+  // A fiber waiting inside a shielded (uncancelled) node is left alone.
+  const bool claimed = f->node.load(std::memory_order_relaxed)->cancelled.load(std::memory_order_seq_cst) &&
+                       h->cancel_wait();
+  f->hook.store(claimed ? nullptr : h, std::memory_order_release);
+  if (claimed) batch.push(f);
+}
+
+}  // namespace
+
+namespace {
+// A spawned fiber joins its home node's list at its first wait: cancellers
+// only need to find fibers that can be suspended at a wait. Linking before
+// the hook is published keeps the Dekker argument: a canceller that walked
+// the list before we joined it set the flag before taking the lock we took
+// after, so our flag check sees it.
+void link_home(Fiber* f) noexcept {
+  if (f->home != nullptr && (f->flags & Fiber::kLinked) == 0) {
+    f->home->add_fiber(f);
+    f->flags |= Fiber::kLinked;
+  }
+}
+}  // namespace
+
+void publish_hook(Fiber* f, WaitHook* w) noexcept {
+  link_home(f);
+  f->hook.store(w, std::memory_order_seq_cst);
+}
+
+bool arm_wait(Fiber* f, WaitHook* w) noexcept {
+  link_home(f);
+  f->hook.store(w, std::memory_order_seq_cst);
+  if (f->node.load(std::memory_order_relaxed)->cancelled.load(std::memory_order_seq_cst)) {
+    disarm_wait(f, w);
+    return false;
+  }
+  return true;
+}
+
+void disarm_wait(Fiber* f, WaitHook* w) noexcept {
+  WaitHook* h = w;
+  while (!f->hook.compare_exchange_weak(h, nullptr, std::memory_order_acq_rel)) {
+    if (h == nullptr) return;  // a canceller already cleared it
+    shim::spin_pause();        // kBusy: a canceller is inspecting our hook
+    h = w;
+  }
+}
+
+void CancelNode::attach(CancelNode* parent_node, Fiber* body_fiber, Scheduler* s) noexcept {
+  parent = parent_node;
+  body = body_fiber;
+  sched = s;
+  if (parent == nullptr) return;
+  parent->lock.lock();
+  next_sibling = parent->first_child;
+  if (next_sibling != nullptr) next_sibling->prev_sibling = this;
+  parent->first_child = this;
+  if (!shielded && parent->cancelled.load(std::memory_order_relaxed)) {
+    cancelled.store(true, std::memory_order_seq_cst);
+  }
+  parent->lock.unlock();
+}
+
+void CancelNode::detach() noexcept {
+  if (parent == nullptr) return;
+  parent->lock.lock();
+  if (prev_sibling != nullptr) {
+    prev_sibling->next_sibling = next_sibling;
+  } else {
+    parent->first_child = next_sibling;
+  }
+  if (next_sibling != nullptr) next_sibling->prev_sibling = prev_sibling;
+  parent->lock.unlock();
+  prev_sibling = next_sibling = nullptr;
+}
+
+void CancelNode::add_fiber(Fiber* f) noexcept {
+  lock.lock();
+  f->node_prev = nullptr;
+  f->node_next = first_fiber;
+  if (first_fiber != nullptr) first_fiber->node_prev = f;
+  first_fiber = f;
+  lock.unlock();
+}
+
+void CancelNode::remove_fiber(Fiber* f) noexcept {
+  lock.lock();
+  if (f->node_prev != nullptr) {
+    f->node_prev->node_next = f->node_next;
+  } else {
+    first_fiber = f->node_next;
+  }
+  if (f->node_next != nullptr) f->node_next->node_prev = f->node_prev;
+  lock.unlock();
+  f->node_prev = f->node_next = nullptr;
+  f->flags &= ~Fiber::kLinked;
+}
+
+namespace {
+void cancel_tree(CancelNode* n, FiberBatch& batch) noexcept {
+  if (n->cancelled.exchange(true, std::memory_order_seq_cst)) return;
+  n->lock.lock();
+  if (n->body != nullptr) wake_for_cancel(n->body, batch);
+  for (Fiber* f = n->first_fiber; f != nullptr; f = f->node_next) wake_for_cancel(f, batch);
+  for (CancelNode* c = n->first_child; c != nullptr; c = c->next_sibling) {
+    if (!c->shielded) cancel_tree(c, batch);
+  }
+  n->lock.unlock();
+}
+}  // namespace
+
+void CancelNode::cancel(bool self) noexcept {
+  if (self) self_cancelled.store(true, std::memory_order_release);
+  FiberBatch batch;
+  cancel_tree(this, batch);
+  if (!batch.empty()) schedule_batch(sched, batch);
+}
+
+}  // namespace shoal::detail
