@@ -46,12 +46,21 @@ void BlockingJob::signal_cancel() noexcept {
 }
 
 bool BlockingJob::cancel_wait() noexcept {
-  if (waiter->sched->blocking().remove(this)) return true;  // never ran: the awaiter throws Cancelled
+  Scheduler* s = waiter->sched;
+  if (s->blocking().remove(this)) {  // never ran: the awaiter throws Cancelled
+    s->blocking_finished();
+    return true;
+  }
   signal_cancel();  // running: it sees the flag; we resume when it returns
   return false;
 }
 
-bool blocking_submit(Scheduler* s, BlockingJob* job) noexcept { return s->blocking().submit(job, job->waiter); }
+bool blocking_submit(Scheduler* s, BlockingJob* job) noexcept {
+  s->blocking_started();
+  if (s->blocking().submit(job, job->waiter)) return true;
+  s->blocking_finished();
+  return false;
+}
 
 bool BlockingPool::submit(BlockingJob* job, const Fiber* unless) noexcept {
   bool start_thread = false;
@@ -125,8 +134,10 @@ void BlockingPool::thread_main() noexcept {
     job->run();
     tls_job = nullptr;
     Fiber* f = job->waiter;
+    Scheduler* s = f->sched;
     disarm_wait(f, job);
     schedule(f);  // job may be gone from here on
+    s->blocking_finished();  // after the wake, so a manual clock never skips ahead of it
     g.lock();
   }
   --threads_;

@@ -22,6 +22,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "shoal/detail/test_hooks.hpp"
 #include "shoal/scope/cancel.hpp"
 #include "shoal/scope/scope.hpp"
 
@@ -31,6 +32,8 @@ namespace {
 
 thread_local Worker* tls_worker = nullptr;
 thread_local Fiber* tls_fiber = nullptr;
+
+shim::atomic<const StepHook*> g_step_hook{nullptr};
 
 shim::mutex g_registry_mu;
 std::vector<const Scheduler*> g_registry;
@@ -42,6 +45,10 @@ std::size_t default_workers() {
 }
 
 RuntimeOptions normalize(RuntimeOptions o) {
+  if (o.manual_clock && !o.deterministic_seed) {
+    throw std::invalid_argument(
+        "shoal: RuntimeOptions::manual_clock requires deterministic_seed (use RuntimeOptions::simulated(seed))");
+  }
   if (o.deterministic_seed) {
     o.workers = 1;
   } else if (o.workers == 0) {
@@ -59,6 +66,8 @@ RuntimeOptions normalize(RuntimeOptions o) {
 Scheduler::Scheduler(RuntimeOptions options)
     : options_(normalize(std::move(options))),
       deterministic_(options_.deterministic_seed.has_value()),
+      manual_clock_(options_.manual_clock),
+      manual_now_(to_ns(Clock::now())),
       backend_(io::make_backend()),
       idle_(options_.workers),
       det_rng_(options_.deterministic_seed.value_or(0)) {
@@ -106,7 +115,9 @@ void Scheduler::drive() noexcept {
   const std::int64_t next = timers_.next_deadline();
   driver_sleep_until_.store(next, std::memory_order_seq_cst);
   std::chrono::nanoseconds timeout(-1);
-  if (next != TimerQueue::kNever) timeout = std::chrono::nanoseconds(std::max<std::int64_t>(0, next - to_ns(Clock::now())));
+  // A manual clock only moves by auto-advance (deterministic_main), never
+  // while the driver sleeps.
+  if (next != TimerQueue::kNever && !manual_clock_) timeout = std::chrono::nanoseconds(std::max<std::int64_t>(0, next - to_ns(Clock::now())));
   io::Event events[64];
   if (timeout.count() != 0) {
     try {
@@ -129,7 +140,24 @@ TimerInsert Scheduler::add_timer(TimerEntry* e, const Fiber* unless) noexcept {
 
 bool Scheduler::fire_timers() noexcept {
   if (timers_.next_deadline() == TimerQueue::kNever) return false;
-  return timers_.fire_due(to_ns(Clock::now())) != 0;
+  return timers_.fire_due(now_ns()) != 0;
+}
+
+// Auto-advance: called when no task can run. Jumps the manual clock to the
+// earliest timer unless blocking work is in flight (its completion might
+// come "earlier" in virtual time; blocking_finished wakes us instead).
+bool Scheduler::advance_manual_clock() noexcept {
+  if (!manual_clock_ || blocking_in_flight_.load(std::memory_order_seq_cst) != 0) return false;
+  const std::int64_t next = timers_.next_deadline();
+  if (next == TimerQueue::kNever) return false;
+  if (next > manual_now_.load(std::memory_order_relaxed)) manual_now_.store(next, std::memory_order_release);
+  return fire_timers();
+}
+
+void Scheduler::blocking_finished() noexcept {
+  if (blocking_in_flight_.fetch_sub(1, std::memory_order_seq_cst) == 1 && manual_clock_) {
+    workers_[0]->parker.unpark(*this);
+  }
 }
 
 void Scheduler::push_local(Worker& w, Fiber* f) noexcept {
@@ -333,10 +361,11 @@ void Scheduler::deterministic_main(Worker& w) noexcept {
     }
     if (f != nullptr) {
       run_fiber(w, f);
+      if (const StepHook* h = g_step_hook.load(std::memory_order_acquire)) h->after_step(h->ctx);
       continue;
     }
     if (shutdown_.load(std::memory_order_acquire)) break;
-    if (fire_timers()) continue;
+    if (fire_timers() || advance_manual_clock()) continue;
     w.activity.store(2, std::memory_order_relaxed);
     w.parker.park(*this);
     w.activity.store(0, std::memory_order_relaxed);
@@ -421,6 +450,14 @@ void schedule_spawn(Fiber* f) noexcept { f->sched->schedule_spawn(f); }
 void schedule_yield(Fiber* f) noexcept { f->sched->schedule_yield(f); }
 void schedule_batch(Scheduler* s, FiberBatch& batch) noexcept { s->schedule_batch(batch); }
 Fiber* current_fiber() noexcept { return tls_fiber; }
+
+Clock::time_point clock_now() noexcept {
+  const Worker* w = tls_worker;
+  if (w == nullptr || !w->sched->manual_clock()) return Clock::now();
+  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(w->sched->now_ns())));
+}
+
+void set_step_hook(const StepHook* hook) noexcept { g_step_hook.store(hook, std::memory_order_release); }
 
 void report_suppressed_fault(Scheduler* s, const std::exception_ptr& e) noexcept { s->report_suppressed(e); }
 

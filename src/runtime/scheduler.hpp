@@ -79,6 +79,14 @@ class Scheduler {
   BlockingPool& blocking() noexcept { return blocking_; }
   /// Fires due timers; true if any fired.
   bool fire_timers() noexcept;
+  /// The runtime's time in ns (the manual clock's, if it has one).
+  std::int64_t now_ns() const noexcept {
+    return manual_clock_ ? manual_now_.load(std::memory_order_acquire) : to_ns(Clock::now());
+  }
+  bool manual_clock() const noexcept { return manual_clock_; }
+  // Blocking jobs queued or running: a manual clock does not advance past them.
+  void blocking_started() noexcept { blocking_in_flight_.fetch_add(1, std::memory_order_seq_cst); }
+  void blocking_finished() noexcept;
 
  private:
   void worker_main(Worker& w) noexcept;
@@ -92,8 +100,13 @@ class Scheduler {
   void park(Worker& w) noexcept;
   void run_fiber(Worker& w, Fiber* f) noexcept;
 
+  bool advance_manual_clock() noexcept;
+
   RuntimeOptions options_;
   bool deterministic_ = false;
+  bool manual_clock_ = false;
+  shim::atomic<std::int64_t> manual_now_{0};
+  shim::atomic<std::size_t> blocking_in_flight_{0};
   std::unique_ptr<io::Backend> backend_;
   shim::atomic<bool> driver_busy_{false};
   // -1: nobody sleeps in the driver; else the deadline it sleeps until.

@@ -19,6 +19,10 @@ inline std::int64_t to_ns(Clock::time_point t) noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
+/// The current time of the runtime whose worker calls this (its manual
+/// clock, if it has one); Clock::now() on any other thread.
+Clock::time_point clock_now() noexcept;
+
 struct TimerEntry {
   static constexpr std::size_t kNotQueued = std::numeric_limits<std::size_t>::max();
   enum State : std::uint32_t { idle, queued, firing, done };

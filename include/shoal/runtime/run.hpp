@@ -27,6 +27,12 @@ struct RuntimeOptions {
   /// Test executor: one worker that picks the next ready task at random from
   /// this seed, so a seed reproduces a schedule exactly. Forces workers = 1.
   std::optional<std::uint64_t> deterministic_seed;
+  /// Test clock (requires deterministic_seed): `shoal::now()` stands still
+  /// while any task can run; when every task waits, it jumps to the earliest
+  /// timer (auto-advance), so sleeps and deadlines cost no wall time and a
+  /// seed reproduces their order exactly. Blocking work in flight holds the
+  /// clock until it finishes.
+  bool manual_clock = false;
 
   // Shorthands (g++ warns about designated initializers that omit members).
   static RuntimeOptions with_workers(std::size_t n) {
@@ -37,6 +43,12 @@ struct RuntimeOptions {
   static RuntimeOptions deterministic(std::uint64_t seed) {
     RuntimeOptions o;
     o.deterministic_seed = seed;
+    return o;
+  }
+  /// Deterministic executor plus manual clock: a fully reproducible run.
+  static RuntimeOptions simulated(std::uint64_t seed) {
+    RuntimeOptions o = deterministic(seed);
+    o.manual_clock = true;
     return o;
   }
 };

@@ -47,7 +47,7 @@ class CancelFrame {
     entry_.owner = this;
     entry_.fire = &CancelFrame::on_fire;
     entry_.deadline = to_ns(deadline);
-    if (deadline <= Clock::now()) {
+    if (deadline <= clock_now()) {
       fire_now();
       return;
     }
@@ -131,7 +131,7 @@ Task<std::optional<Stored<T>>> run_with_deadline(Clock::time_point deadline, Tas
 /// produced before the deadline is returned even if the deadline then hit.
 template <class T, class Rep, class Period>
 Task<T> with_timeout(std::chrono::duration<Rep, Period> d, Task<T> task) {
-  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(d);
+  const auto until = detail::clock_now() + std::chrono::duration_cast<Clock::duration>(d);
   auto r = co_await detail::run_with_deadline(until, std::move(task));
   if (!r) throw TimedOut(std::chrono::duration_cast<std::chrono::nanoseconds>(d));
   if constexpr (!std::is_void_v<T>) co_return std::move(*r);
@@ -142,7 +142,7 @@ Task<T> with_timeout(std::chrono::duration<Rep, Period> d, Task<T> task) {
 template <class T, class Rep, class Period>
 auto move_on_after(std::chrono::duration<Rep, Period> d, Task<T> task)
     -> Task<std::conditional_t<std::is_void_v<T>, bool, std::optional<T>>> {
-  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(d);
+  const auto until = detail::clock_now() + std::chrono::duration_cast<Clock::duration>(d);
   auto r = co_await detail::run_with_deadline(until, std::move(task));
   if constexpr (std::is_void_v<T>) {
     co_return r.has_value();

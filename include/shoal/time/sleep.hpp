@@ -13,6 +13,11 @@ namespace shoal {
 
 using Clock = std::chrono::steady_clock;
 
+/// The runtime's time: Clock::now(), except on a runtime with a manual clock
+/// (RuntimeOptions::manual_clock), where it is that clock's time when called
+/// from a task. Deadlines passed to sleep_until should be built from it.
+inline Clock::time_point now() noexcept { return detail::clock_now(); }
+
 namespace detail {
 
 class SleepAwaiter final : public WaitHook {
@@ -32,7 +37,7 @@ class SleepAwaiter final : public WaitHook {
       return false;
     }
     f_->resume = h;
-    if (until_ <= Clock::now()) {  // already due: still a schedule point
+    if (until_ <= clock_now()) {  // already due: still a schedule point
       schedule_yield(f_);
       return true;
     }
@@ -70,7 +75,7 @@ class SleepAwaiter final : public WaitHook {
 
 }  // namespace detail
 
-/// Suspends the task until `deadline` (steady clock).
+/// Suspends the task until `deadline` (steady clock; see now()).
 /// Checkpoint: yes (also when already due: it then yields once).
 /// Cancellation: throws Cancelled promptly; the timer is removed.
 /// Thread-safety: from a task. Allocation: none beyond the frame.
@@ -81,7 +86,7 @@ class SleepAwaiter final : public WaitHook {
 /// Suspends the task for `d`. See sleep_until.
 template <class Rep, class Period>
 [[nodiscard]] detail::SleepAwaiter sleep_for(std::chrono::duration<Rep, Period> d) noexcept {
-  return detail::SleepAwaiter(Clock::now() + std::chrono::duration_cast<Clock::duration>(d));
+  return detail::SleepAwaiter(detail::clock_now() + std::chrono::duration_cast<Clock::duration>(d));
 }
 
 }  // namespace shoal
