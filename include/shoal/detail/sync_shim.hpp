@@ -21,6 +21,33 @@
 #define SHOAL_TSAN 1
 #endif
 
+#if defined(SHOAL_MODEL)
+
+// Model tests (tests/model/): every operation below is a scheduling point
+// of the model checker, which needs the project root on the include path.
+#include "tests/model/model.hpp"
+
+namespace shoal::detail::shim {
+
+template <class T>
+using atomic = ::shoal::model::Atomic<T>;
+using mutex = ::shoal::model::Mutex;
+using condition_variable = ::shoal::model::CondVar;
+using thread = std::thread;
+template <class M>
+using lock_guard = std::lock_guard<M>;
+template <class M>
+using unique_lock = std::unique_lock<M>;
+
+inline void spin_pause() noexcept { ::shoal::model::spin(); }
+inline void thread_yield() noexcept { ::shoal::model::spin(); }
+
+}  // namespace shoal::detail::shim
+
+#define SHOAL_FENCE_SEQ_CST() ::shoal::model::fence()
+
+#else  // !SHOAL_MODEL
+
 namespace shoal::detail::shim {
 
 template <class T>
@@ -56,3 +83,5 @@ inline std::atomic<int> tsan_fence_word{0};
 #else
 #define SHOAL_FENCE_SEQ_CST() std::atomic_thread_fence(std::memory_order_seq_cst)
 #endif
+
+#endif  // SHOAL_MODEL
