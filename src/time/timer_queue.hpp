@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "shoal/detail/fiber.hpp"
+#include "shoal/detail/frame_alloc.hpp"
 #include "shoal/detail/timer.hpp"
 #include "src/runtime/injector.hpp"
 
@@ -51,7 +52,7 @@ class TimerQueue {
   void publish_next() noexcept { next_.store(heap_.empty() ? kNever : heap_[0].deadline, std::memory_order_seq_cst); }
 
   mutable shim::mutex mu_;
-  std::vector<Node> heap_;
+  std::vector<Node, FrameAllocator<Node>> heap_;
   std::uint64_t seq_ = 0;
   shim::atomic<std::int64_t> next_{kNever};
 };

@@ -36,4 +36,20 @@ class FrameResourceGuard {
 void* frame_allocate(std::size_t size);
 void frame_deallocate(void* p, std::size_t size) noexcept;
 
+/// A std allocator over frame_allocate, for the runtime's own growable
+/// structures (the timer heap), so allocation-failure tests reach them too.
+template <class T>
+struct FrameAllocator {
+  using value_type = T;
+  FrameAllocator() noexcept = default;
+  template <class U>
+  FrameAllocator(const FrameAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) { return static_cast<T*>(frame_allocate(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t n) noexcept { frame_deallocate(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const FrameAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
 }  // namespace shoal::detail

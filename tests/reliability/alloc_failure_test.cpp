@@ -1,0 +1,164 @@
+// Allocation failure at every point: for N = 1, 2, 3, ... fail the N-th
+// runtime allocation (coroutine frames and the timer heap, which both go
+// through detail::frame_allocate) (once, and from then on) until a run no longer reaches N.
+// Every run must end in success with the right result or in std::bad_alloc
+// (the documented out-of-memory error), never std::terminate or another
+// error, and free every frame it allocated.
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "support/frame_counter.hpp"
+#include "support/test_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using shoal::Channel;
+using shoal::Scope;
+using shoal::Task;
+
+Task<long> leaf(long v) {
+  co_await shoal::checkpoint();
+  co_return v;
+}
+
+// A chain of nested scopes, each spawning the next level and awaiting a leaf.
+Task<long> chain(int depth) {
+  if (depth == 0) co_return co_await leaf(1);
+  long below = 0;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    auto h = s.start(chain(depth - 1));
+    const long mine = co_await leaf(depth);
+    below = mine + co_await h;
+  });
+  co_return below;
+}
+
+Task<long> spawn_chain() { co_return co_await chain(6); }  // 1 + 1 + 2 + ... + 6 = 22
+
+Task<long> fan_out() {
+  long sum = 0;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    for (long i = 1; i <= 12; ++i) {
+      s.spawn([&sum, i]() -> Task<void> { sum += co_await leaf(i); });
+    }
+    auto h = s.start(leaf(100));
+    sum += co_await h;
+  });
+  co_return sum;  // 78 + 100
+}
+
+Task<long> channels() {
+  Channel<long> rendezvous(0), buffered(4);
+  long sum = 0;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      for (long i = 1; i <= 10; ++i) co_await rendezvous.send(i);
+      rendezvous.close();
+    });
+    s.spawn([&]() -> Task<void> {
+      while (auto v = co_await rendezvous.recv()) co_await buffered.send(*v * 2);
+      buffered.close();
+    });
+    while (auto v = co_await buffered.recv()) sum += *v;
+  });
+  co_return sum;  // 110
+}
+
+Task<long> timers() {
+  long sum = 0;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    for (long i = 1; i <= 4; ++i) {
+      s.spawn([&sum, i]() -> Task<void> {
+        co_await shoal::sleep_for(std::chrono::microseconds(50 * i));
+        sum += i;
+      });
+    }
+    sum += co_await shoal::with_timeout(1h, leaf(10));
+    const bool finished = co_await shoal::move_on_after(1ms, [&]() -> Task<void> {
+      shoal::Channel<int> never(1);
+      (void)co_await never.recv();
+    }());
+    sum += finished ? 1000 : 100;
+  });
+  co_return sum;  // 10 + 10 + 100
+}
+
+struct Scenario {
+  const char* name;
+  Task<long> (*make)();
+  long expected;
+};
+
+const Scenario kScenarios[] = {
+    {"spawn_chain", &spawn_chain, 22},
+    {"fan_out", &fan_out, 178},
+    {"channels", &channels, 110},
+    {"timers", &timers, 120},
+};
+
+enum class Outcome { success, out_of_memory };
+
+// Runs `sc` once with the N-th allocation failing; returns how it ended.
+// `reached` tells whether the failure point was reached at all.
+Outcome run_failing_at(const Scenario& sc, long n, bool forever, const shoal::RuntimeOptions& opts, bool& reached,
+                       std::string& error) {
+  shoal::test::FrameCounter frames;
+  frames.fail_at(n, forever);
+  Outcome out = Outcome::success;
+  try {
+    const long v = shoal::run(sc.make(), opts);
+    if (v != sc.expected) error = "wrong result " + std::to_string(v);
+  } catch (const std::bad_alloc&) {
+    out = Outcome::out_of_memory;
+  } catch (const std::exception& e) {
+    error = std::string("unexpected error: ") + e.what();
+  } catch (...) {
+    error = "unexpected non-std error";
+  }
+  reached = frames.failures() > 0;
+  if (out == Outcome::out_of_memory && !reached) error = "bad_alloc without an injected failure";
+  if (frames.live() != 0) error += " (" + std::to_string(frames.live()) + " frames leaked)";
+  return out;
+}
+
+void sweep(shoal::RuntimeOptions opts, const char* mode) {
+  opts.on_suppressed_fault = [](std::exception_ptr) {};  // later bad_allocs in a failing scope are expected
+  for (const Scenario& sc : kScenarios) {
+    for (bool forever : {false, true}) {
+      long n = 1, ooms = 0, survived = 0;
+      for (;; ++n) {
+        bool reached = false;
+        std::string error;
+        const Outcome o = run_failing_at(sc, n, forever, opts, reached, error);
+        ASSERT_TRUE(error.empty()) << sc.name << " (" << mode << (forever ? ", fail-forever" : ", fail-once")
+                                   << ") failing allocation " << n << ": " << error;
+        if (!reached) break;  // past the last allocation: a clean run
+        (o == Outcome::out_of_memory ? ooms : survived) += 1;
+        ASSERT_LT(n, 5000) << sc.name << ": allocation count does not converge";
+      }
+      std::printf("[alloc] %-12s %-13s %-12s %3ld failure points: %ld out-of-memory, %ld absorbed\n", sc.name, mode,
+                  forever ? "fail-forever" : "fail-once", n - 1, ooms, survived);
+      EXPECT_GT(n - 1, 3) << sc.name << ": the scenario should allocate several frames";
+      // Every injected failure surfaced: none was swallowed or retried away.
+      EXPECT_EQ(survived, 0) << sc.name;
+    }
+  }
+}
+
+TEST(AllocationFailure, EveryFramePointOnTheSimulatedExecutor) {
+  shoal::test::Watchdog dog(std::chrono::seconds(240), "AllocationFailure");
+  sweep(shoal::RuntimeOptions::simulated(shoal::test::test_seed("AllocationFailure")), "simulated");
+}
+
+TEST(AllocationFailure, EveryFramePointOnTwoWorkers) {
+  shoal::test::Watchdog dog(std::chrono::seconds(240), "AllocationFailure");
+  sweep(shoal::RuntimeOptions::with_workers(2), "2 workers");
+}
+
+}  // namespace
