@@ -131,10 +131,13 @@ void Scheduler::drive() noexcept {
 }
 
 TimerInsert Scheduler::add_timer(TimerEntry* e, const Fiber* unless) noexcept {
+  // Once queued, `e` may fire or be cancelled at once and its owner's frame
+  // resume and move on: never touch it after insert.
+  const std::int64_t deadline = e->deadline;
   const TimerInsert r = timers_.insert(e, unless);
   if (r != TimerInsert::queued) return r;
   const std::int64_t sleeping_until = driver_sleep_until_.load(std::memory_order_seq_cst);
-  if (sleeping_until != -1 && e->deadline < sleeping_until) backend_->wake();
+  if (sleeping_until != -1 && deadline < sleeping_until) backend_->wake();
   return r;
 }
 
