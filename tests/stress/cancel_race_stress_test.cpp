@@ -1,11 +1,9 @@
-// Races between a wake and a cancellation of the same wait, and hand-offs
-// between tasks on different workers while workers park and unpark. Every
-// run must finish (watchdog), deliver each wake exactly once, and free every
-// frame.
+// Races between a wake and a cancellation of the same wait. Every run must
+// finish (watchdog), deliver each wake exactly once, and free every frame.
+// (Hand-offs while workers park and unpark: lost_wakeup_stress_test.cpp.)
 #include <atomic>
 #include <memory>
 #include <random>
-#include <vector>
 
 #include "support/frame_counter.hpp"
 #include "support/manual_event.hpp"
@@ -82,38 +80,5 @@ void race(bool via_handle, const char* name) {
 
 TEST(CancelRaceStress, EventWakeRacesScopeCancel) { race(false, "CancelRaceStress.EventWakeRacesScopeCancel"); }
 TEST(CancelRaceStress, JoinWakeRacesScopeCancel) { race(true, "CancelRaceStress.JoinWakeRacesScopeCancel"); }
-
-// Ping-pong through fresh events between two tasks, so every hand-off wakes
-// a task that may sit on another, possibly parked, worker. The count is exact.
-TEST(LostWakeupStress, HandOffsBetweenWorkersAreNeverLost) {
-  shoal::test::Watchdog dog(std::chrono::seconds(300), "LostWakeupStress");
-  const long rounds = shoal::test::scaled(200000, 2000);
-  std::vector<std::unique_ptr<shoal::test::ManualEvent>> ping, pong;
-  for (long i = 0; i < rounds; ++i) {
-    ping.push_back(std::make_unique<shoal::test::ManualEvent>());
-    pong.push_back(std::make_unique<shoal::test::ManualEvent>());
-  }
-  long a_count = 0, b_count = 0;
-  shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
-               s.spawn([&]() -> Task<void> {
-                 for (long i = 0; i < rounds; ++i) {
-                   ping[i]->set();
-                   co_await pong[i]->wait();
-                   ++a_count;
-                 }
-               });
-               s.spawn([&]() -> Task<void> {
-                 for (long i = 0; i < rounds; ++i) {
-                   co_await ping[i]->wait();
-                   ++b_count;
-                   pong[i]->set();
-                 }
-               });
-               co_return;
-             }),
-             shoal::RuntimeOptions::with_workers(2));
-  EXPECT_EQ(a_count, rounds);
-  EXPECT_EQ(b_count, rounds);
-}
 
 }  // namespace
