@@ -9,7 +9,13 @@ namespace shoal {
 
 std::coroutine_handle<> Scope::fiber_done(detail::Fiber& f, detail::PromiseBase& p,
                                           std::coroutine_handle<> frame) noexcept {
-  if (p.error_ && !detail::is_cancelled_exception(p.error_)) fault(p.error_);
+  if (p.error_) {
+    if (!detail::is_cancelled_exception(p.error_)) {
+      fault(p.error_);
+    } else {
+      cut_off_.store(true, std::memory_order_relaxed);  // the join's acquire publishes it
+    }
+  }
   if ((f.flags & detail::Fiber::kLinked) != 0) node_.remove_fiber(&f);
   detail::Fiber* body = body_;
   if ((f.flags & detail::Fiber::kRetained) != 0) {

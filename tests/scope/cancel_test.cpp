@@ -109,6 +109,32 @@ SHOAL_TEST(CancelTest, ForeignCancelPassesThroughAnInnerScope) {
   EXPECT_TRUE(inner_saw_cancel);
 }
 
+SHOAL_TEST(CancelTest, ScopeWhoseChildrenAnOutsideCancelCutOffExitsWithCancelled) {
+  // The inner body finishes without a checkpoint; only its child is cut off.
+  // Returning normally would let the caller take that for completion.
+  bool child_finished = false, inner_exit_threw = false;
+  shoal::test::ManualEvent child_waiting;
+  co_await shoal::scope([&](Scope& outer) -> Task<void> {
+    try {
+      co_await shoal::scope([&](Scope& inner) -> Task<void> {
+        inner.spawn([&]() -> Task<void> {
+          shoal::Channel<int> never(1);
+          child_waiting.set();
+          (void)co_await never.recv();
+          child_finished = true;
+        });
+        co_await child_waiting.wait();
+        outer.cancel();
+      });
+    } catch (const shoal::Cancelled&) {
+      inner_exit_threw = true;
+      throw;
+    }
+  });
+  EXPECT_FALSE(child_finished);
+  EXPECT_TRUE(inner_exit_threw);
+}
+
 SHOAL_TEST(CancelTest, EnteringAScopeInACancelledContextThrows) {
   bool body_ran = false;
   co_await shoal::scope([&](Scope& outer) -> Task<void> {

@@ -234,6 +234,7 @@ class Scope final : private detail::FiberOwner {
   detail::shim::atomic<std::uint64_t> live_{0};  // 2 * live children, | 1 while the body waits
   detail::shim::atomic<bool> faulted_{false};
   detail::shim::atomic<bool> first_fault_ready_{false};
+  detail::shim::atomic<bool> cut_off_{false};  // a child ended with Cancelled
   std::exception_ptr first_fault_;
   detail::shim::atomic<std::size_t> suppressed_{0};
   detail::Fiber* retained_ = nullptr;  // finished start() children; guarded by node_.lock
@@ -243,7 +244,8 @@ class Scope final : private detail::FiberOwner {
 /// body and every child have finished.
 /// Faults: the first fault of the body or a child cancels the rest at once
 /// and is rethrown (the original object) after all have finished.
-/// Checkpoint: yes (entering a cancelled context throws Cancelled).
+/// Checkpoint: yes (entering a cancelled context throws Cancelled, and so
+/// does leaving a scope whose child an outside cancellation cut off).
 /// Cancellation: absorbs only the cancellation this scope requested.
 template <class F>
 auto scope(F body) -> Task<typename std::invoke_result_t<F&, Scope&>::value_type> {
@@ -279,6 +281,12 @@ auto scope(F body) -> Task<typename std::invoke_result_t<F&, Scope&>::value_type
     } else {
       throw ScopeCancelled{};
     }
+  }
+  // A cancellation from outside that cut a child off surfaces here even if
+  // the body finished: the caller must not take that for completion.
+  // (Children that all completed beat a late cancel, like the body's value.)
+  if (s.cut_off_.load(std::memory_order_relaxed) && !s.node_.self_cancelled.load(std::memory_order_acquire)) {
+    throw Cancelled{};
   }
   if constexpr (!std::is_void_v<R>) {
     co_return std::move(*result.value);
