@@ -3,6 +3,9 @@
 // nobody ends, and the preemption bound's meaning.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "harness.hpp"
 
 namespace shoal::model {
@@ -97,7 +100,8 @@ TEST(ModelChecker, ReportsASpinNobodyEnds) {
     while (!flag.load()) spin();
   });
   EXPECT_FALSE(r.ok);
-  EXPECT_NE(r.failure.find("spins while no other thread can run"), std::string::npos) << r.failure;
+  EXPECT_NE(r.failure.find("livelock"), std::string::npos) << r.failure;
+  EXPECT_NE(r.failure.find("blocked in a spin"), std::string::npos) << r.failure;
 }
 
 // Seeing A's middle state twice needs A preempted after its first store and
@@ -127,6 +131,36 @@ TEST(ModelChecker, PreemptionBoundIsExact) {
   const Result two = explore_bound(2, two_preemption_bug);
   EXPECT_FALSE(two.ok);
   EXPECT_NE(two.failure.find("saw both"), std::string::npos) << two.failure;
+}
+
+// The spinner's first read goes stale before it spins: it must look again
+// (a checker that waits for a *later* write would report a false livelock).
+TEST(ModelChecker, ASpinAfterAStaleReadLooksAgain) {
+  expect_passes(explore_bound(2, [] {
+    Atomic<int> x{0};
+    Atomic<int> other{0};
+    Thread a = spawn([&] { x.store(1); }, "a");
+    while (x.load() == 0) {
+      (void)other.load();  // a preemption here lets a write x
+      spin();
+    }
+    a.join();
+  }));
+}
+
+TEST(ModelChecker, APrintedScheduleReplaysTheFailure) {
+  const Result r = explore_bound(1, racy_increments);
+  ASSERT_FALSE(r.ok);
+  const std::string key = "SHOAL_MODEL_SCHEDULE=";
+  const std::size_t at = r.failure.find(key);
+  ASSERT_NE(at, std::string::npos) << r.failure;
+  const std::string schedule = r.failure.substr(at + key.size());
+  ::setenv("SHOAL_MODEL_SCHEDULE", schedule.c_str(), 1);
+  const Result again = explore_bound(1, racy_increments);
+  ::unsetenv("SHOAL_MODEL_SCHEDULE");
+  EXPECT_FALSE(again.ok);
+  EXPECT_EQ(again.executions, 1);
+  EXPECT_NE(again.failure.find("an increment was lost"), std::string::npos) << again.failure;
 }
 
 TEST(ModelChecker, RandomSchedulesFindALostUpdate) {

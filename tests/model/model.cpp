@@ -1,14 +1,15 @@
 // The model checker's scheduler (see model.hpp).
 //
 // Baton passing: `Execution::active` names the one model thread allowed to
-// run; every other one waits on its own condition variable under `mu`. A
-// thread at a scheduling point asks the strategy whom to run, hands over the
-// baton and waits for it back. Everything a model thread touches between two
-// points is therefore ordered by `mu` (no data races for TSan to see).
+// run; every other one waits on its own semaphore. A thread at a scheduling
+// point asks the strategy whom to run (under `mu`), releases that thread's
+// semaphore and waits on its own. The release/acquire pair orders everything
+// the threads touch between points (no data races for TSan to see).
 //
 // Choices: at each point the candidates are the runnable threads, the
 // current one first when it may go on. Picking another one then is a
-// preemption; after a block, a spin or a thread's end every pick is free.
+// preemption; after a block (a spin blocks until another thread writes) or
+// a thread's end every pick is free.
 // Only points with two or more candidates are decisions; the schedule is the
 // list of thread ids picked there.
 //
@@ -24,6 +25,7 @@
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <semaphore>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -32,7 +34,10 @@ namespace shoal::model {
 namespace {
 
 enum class State { runnable, blocked, finished };
-enum class Why { point, spin, blocked, finished };
+enum class Why { point, yield, blocked, finished };
+
+// What spinning threads are blocked on: any write by another thread.
+const char kSpinning = 0;
 
 struct ThreadState {
   int id = 0;
@@ -41,7 +46,10 @@ struct ThreadState {
   const void* blocked_on = nullptr;
   const char* blocked_what = "";
   std::uint64_t blocked_since = 0;  // FIFO among waiters of one object
-  std::condition_variable cv;
+  std::binary_semaphore go{0};      // released when this thread gets the baton
+  std::uint64_t own_writes = 0;
+  std::uint64_t others_at_spin = 0;  // others' writes when spin() last returned
+  std::condition_variable never;    // a failed execution's threads wait here
   std::function<void()> fn;
 };
 
@@ -65,6 +73,9 @@ struct Execution {
   long max_steps = 0;
   int preemptions = 0;
   std::uint64_t block_seq = 0;
+  int spinning = 0;         // threads blocked on kSpinning
+  bool wrote = false;       // the running thread wrote since it last entered the scheduler
+  std::uint64_t writes = 0;  // by every thread
   std::vector<int> schedule;  // the thread picked at each decision
   int carriers_out = 0;       // guarded by the pool's mutex, not `mu`
 };
@@ -155,7 +166,7 @@ std::string thread_label(const ThreadState& t) {
   ex.done = true;
   ex.done_cv.notify_all();
   ThreadState& me = *tls_self;
-  for (;;) me.cv.wait(lk);
+  for (;;) me.never.wait(lk);
 }
 
 std::string describe_stuck(const Execution& ex) {
@@ -177,11 +188,8 @@ void reschedule(std::unique_lock<std::mutex>& lk, Why why) {
   for (const auto& t : ex.threads) {
     if (t.get() != &me && t->state == State::runnable) cands.push_back(t->id);
   }
+  if (cands.empty() && why == Why::yield) return;  // nobody else to let run
   if (cands.empty()) {
-    if (why == Why::spin) {
-      fail_locked(lk, thread_label(me) + " spins while no other thread can run (livelock, or a lost wake-up)" +
-                          describe_stuck(ex));
-    }
     bool all_finished = true;
     for (const auto& t : ex.threads) all_finished = all_finished && t->state == State::finished;
     if (all_finished) {
@@ -189,7 +197,7 @@ void reschedule(std::unique_lock<std::mutex>& lk, Why why) {
       ex.done_cv.notify_all();
       return;
     }
-    fail_locked(lk, "deadlock or lost wake-up: no thread can run" + describe_stuck(ex));
+    fail_locked(lk, "deadlock, lost wake-up or livelock: no thread can run" + describe_stuck(ex));
   }
   std::size_t idx = 0;
   if (cands.size() > 1) {
@@ -199,16 +207,28 @@ void reschedule(std::unique_lock<std::mutex>& lk, Why why) {
     if (may_continue && idx != 0) ++ex.preemptions;
   }
   const int next = cands[idx];
-  if (next != me.id) {
-    ex.active = next;
-    ex.threads[static_cast<std::size_t>(next)]->cv.notify_one();
-  }
+  if (next == me.id) return;
+  ex.active = next;
+  lk.unlock();
+  ex.threads[static_cast<std::size_t>(next)]->go.release();
   if (why == Why::finished) return;
-  me.cv.wait(lk, [&] { return ex.active == me.id; });
+  me.go.acquire();
+  lk.lock();
+}
+
+void wake_locked(Execution& ex, const void* obj, bool all);
+
+// Spinners wake after a write, not at the write's point: one woken there
+// could re-read the old value and sleep again before the write happens.
+void flush_write(Execution& ex) {
+  if (!ex.wrote) return;
+  ex.wrote = false;
+  if (ex.spinning != 0) wake_locked(ex, &kSpinning, true);
 }
 
 void block_locked(std::unique_lock<std::mutex>& lk, const void* obj, const char* what) {
   Execution& ex = *tls_ex;
+  flush_write(ex);
   ThreadState& me = *tls_self;
   me.state = State::blocked;
   me.blocked_on = obj;
@@ -221,6 +241,7 @@ void wake_locked(Execution& ex, const void* obj, bool all) {
   ThreadState* oldest = nullptr;
   for (const auto& t : ex.threads) {
     if (t->state != State::blocked || t->blocked_on != obj) continue;
+    if (obj == &kSpinning) --ex.spinning;
     if (all) {
       t->state = State::runnable;
       t->blocked_on = nullptr;
@@ -229,6 +250,7 @@ void wake_locked(Execution& ex, const void* obj, bool all) {
     }
   }
   if (oldest != nullptr) {
+    if (obj == &kSpinning) --ex.spinning;
     oldest->state = State::runnable;
     oldest->blocked_on = nullptr;
   }
@@ -237,16 +259,15 @@ void wake_locked(Execution& ex, const void* obj, bool all) {
 void thread_main(Execution* ex, ThreadState* t) {
   tls_ex = ex;
   tls_self = t;
-  {
-    std::unique_lock<std::mutex> lk(ex->mu);
-    t->cv.wait(lk, [&] { return ex->active == t->id; });
-  }
+  t->go.acquire();
+  t->others_at_spin = ex->writes;
   try {
     t->fn();
   } catch (...) {
     fail(thread_label(*t) + " ended with an exception");
   }
   std::unique_lock<std::mutex> lk(ex->mu);
+  flush_write(*ex);
   t->state = State::finished;
   wake_locked(*ex, t, true);  // joiners
   reschedule(lk, Why::finished);
@@ -278,6 +299,7 @@ RunOutcome run_once(Strategy& strategy, const Options& opts, const std::function
   ex->threads.push_back(std::move(main));
   ex->active = 0;
   Pool::get().start(ex, [ex, mp] { thread_main(ex, mp); });
+  mp->go.release();
   ex->done_cv.wait(lk, [&] { return ex->done; });
   RunOutcome out{ex->failure.empty(), ex->failure, ex->schedule};
   lk.unlock();
@@ -403,7 +425,17 @@ void point() noexcept {
   if (++ex->steps > ex->max_steps) {
     fail_locked(lk, "more than " + std::to_string(ex->max_steps) + " steps in one execution (livelock?)");
   }
+  flush_write(*ex);
   reschedule(lk, Why::point);
+}
+
+// Called by the running thread only, so no lock: the baton orders it.
+void wrote() noexcept {
+  Execution* ex = tls_ex;
+  if (ex == nullptr) return;
+  ++ex->writes;
+  ++tls_self->own_writes;
+  ex->wrote = true;
 }
 
 void block(const void* obj, const char* what) noexcept {
@@ -434,7 +466,15 @@ void spin() noexcept {
   if (++ex->steps > ex->max_steps) {
     fail_locked(lk, "more than " + std::to_string(ex->max_steps) + " steps in one execution (livelock?)");
   }
-  reschedule(lk, Why::spin);
+  ThreadState& me = *tls_self;
+  if (ex->writes - me.own_writes == me.others_at_spin) {
+    ++ex->spinning;
+    block_locked(lk, &kSpinning, "a spin (until another thread writes)");
+  } else {
+    flush_write(*ex);
+    reschedule(lk, Why::yield);
+  }
+  me.others_at_spin = ex->writes - me.own_writes;
 }
 
 void fail(const std::string& what) noexcept {

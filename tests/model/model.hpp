@@ -26,6 +26,8 @@ namespace rt {
 /// A scheduling point, before a shared-memory operation. No-op outside an
 /// execution (e.g. on the gtest thread after it).
 void point() noexcept;
+/// After an operation that changed shared state (see spin()).
+void wrote() noexcept;
 /// Blocks the calling model thread until wake(obj) and it is scheduled again.
 void block(const void* obj, const char* what) noexcept;
 /// Makes the oldest (or every) thread blocked on `obj` runnable.
@@ -34,9 +36,14 @@ void wake(const void* obj, bool all) noexcept;
 int self() noexcept;
 }  // namespace rt
 
-/// "I cannot make progress until another thread runs" (spin_pause and
-/// thread_yield map here): switches to another thread without counting a
-/// preemption. Spinning while no other thread can run is a failure.
+/// "I cannot make progress until another thread changes something"
+/// (spin_pause and thread_yield map here). If another thread wrote since
+/// this one last returned from spin() (or started), it switches to another
+/// thread without counting a preemption. If none did, everything it read
+/// since is still current and another round would read the same, so it
+/// sleeps until another thread writes: a spin loop costs a switch or two
+/// instead of unbounded schedules, and no behaviour is lost. A spin nobody
+/// can end is reported like a deadlock.
 void spin() noexcept;
 
 /// Fails the current execution with `what` (reported with its schedule) and
@@ -67,11 +74,13 @@ class Atomic {
   void store(T v, std::memory_order = std::memory_order_seq_cst) noexcept {
     rt::point();
     v_ = v;
+    rt::wrote();
   }
   T exchange(T v, std::memory_order = std::memory_order_seq_cst) noexcept {
     rt::point();
     T old = v_;
     v_ = v;
+    rt::wrote();
     return old;
   }
   // Never fails spuriously: a spurious failure would only add schedules in
@@ -81,6 +90,7 @@ class Atomic {
     rt::point();
     if (v_ == expected) {
       v_ = desired;
+      rt::wrote();
       return true;
     }
     expected = v_;
@@ -130,10 +140,11 @@ class Atomic {
     rt::point();
     T old = v_;
     v_ = f(old);
+    rt::wrote();
     return old;
   }
   // Plain storage: only one model thread runs at a time, and the hand-over
-  // between them goes through a real mutex, which orders these accesses.
+  // between them (a semaphore) orders these accesses.
   T v_;
 };
 
@@ -147,6 +158,7 @@ class Mutex {
     rt::point();
     if (owner_ != kFree) return false;
     owner_ = rt::self();
+    rt::wrote();
     return true;
   }
   void unlock() noexcept {
@@ -163,10 +175,12 @@ class Mutex {
       rt::block(this, "mutex");
     }
     owner_ = rt::self();
+    rt::wrote();
   }
   void release() noexcept {
     if (owner_ != rt::self()) fail("model::Mutex unlocked by a thread that does not hold it");
     owner_ = kFree;
+    rt::wrote();
     rt::wake(this, true);
   }
   int owner_ = kFree;

@@ -1,0 +1,156 @@
+// Channel wait lists under the model checker: the real Channel<int> in lock
+// mode (capacity 0 and 1) and ring mode (capacity 2), its send/recv awaiters
+// driven by hand, racing a cancellation of one side and close().
+// Invariants: values are conserved (every value a send reported sent is
+// received or still buffered, in order; a cancelled or refused send's value
+// is never received, and a refused one comes back in the exception); a
+// cancelled operation has no effect; no waiter is lost (a task left waiting
+// forever is a deadlock); each fiber is scheduled exactly once per
+// suspension and its hook is clear after every await.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <vector>
+
+#include "harness.hpp"
+#include "shoal/channel/channel.hpp"
+
+namespace shoal::model {
+namespace {
+
+struct Side {
+  detail::CancelNode node;
+  TestFiber f;
+  Side() {
+    f.node.store(&node);
+    f.home = &node;
+  }
+  void leave() {  // as Scope::fiber_done
+    if ((f.flags & detail::Fiber::kLinked) != 0) node.remove_fiber(&f);
+    check(f.wakes.load() == f.resumed, "scheduled twice, or scheduled without having suspended");
+  }
+};
+
+struct Ledger {
+  std::vector<int> sent, refused, cancelled, received;
+};
+
+void sender(Channel<int>& ch, Side& s, Ledger& l, int count) {
+  set_current_fiber(&s.f);
+  for (int v = 1; v <= count; ++v) {
+    auto aw = ch.send(v);
+    try {
+      await(s.f, aw);
+      l.sent.push_back(v);
+    } catch (const ChannelClosedError<int>& e) {
+      check(e.value == v, "a refused send did not get its value back");
+      l.refused.push_back(v);
+    } catch (const Cancelled&) {
+      l.cancelled.push_back(v);
+      check(s.f.hook.load() == nullptr, "hook still armed after the await returned");
+      break;
+    }
+    check(s.f.hook.load() == nullptr, "hook still armed after the await returned");
+  }
+  set_current_fiber(nullptr);
+  s.leave();
+}
+
+void receiver(Channel<int>& ch, Side& s, Ledger& l, int count) {
+  set_current_fiber(&s.f);
+  for (int i = 0; i < count; ++i) {
+    auto aw = ch.recv();
+    std::optional<int> v;
+    try {
+      v = await(s.f, aw);
+    } catch (const Cancelled&) {
+      check(s.f.hook.load() == nullptr, "hook still armed after the await returned");
+      break;
+    }
+    check(s.f.hook.load() == nullptr, "hook still armed after the await returned");
+    if (!v) break;
+    l.received.push_back(*v);
+  }
+  set_current_fiber(nullptr);
+  s.leave();
+}
+
+void check_conserved(Channel<int>& ch, Ledger& l, int sends) {
+  while (std::optional<int> v = ch.try_recv()) l.received.push_back(*v);
+  check(l.received == l.sent, "the values received are not exactly the values sent, in order");
+  check(l.sent.size() + l.refused.size() + l.cancelled.size() <= static_cast<std::size_t>(sends),
+        "a send ended two ways");
+}
+
+enum class Cancel { none, sender, receiver };
+
+// Main cancels one side, waits for it, then closes the channel: a waiter on
+// the other side can only be released by close, so if the protocol loses
+// it the run deadlocks.
+void channel_race(std::size_t capacity, int sends, int recvs, Cancel cancel) {
+  Channel<int> ch(capacity);
+  Side s, r;
+  Ledger l;
+  Thread ts = spawn([&] { sender(ch, s, l, sends); }, "sender");
+  Thread tr = spawn([&] { receiver(ch, r, l, recvs); }, "receiver");
+  if (cancel == Cancel::sender) s.node.cancel(true);
+  if (cancel == Cancel::receiver) r.node.cancel(true);
+  if (cancel == Cancel::sender) {
+    ts.join();
+    ch.close();
+    tr.join();
+  } else {
+    tr.join();
+    ch.close();
+    ts.join();
+  }
+  check_conserved(ch, l, sends);
+}
+
+// No cancel; close() races both sides.
+void close_race(std::size_t capacity) {
+  Channel<int> ch(capacity);
+  Side s, r;
+  Ledger l;
+  Thread ts = spawn([&] { sender(ch, s, l, 2); }, "sender");
+  Thread tr = spawn([&] { receiver(ch, r, l, 3); }, "receiver");
+  ch.close();
+  ts.join();
+  tr.join();
+  check_conserved(ch, l, 2);
+}
+
+class ModelChannel : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(ModelChannel, CancelledReceiverExhaustiveBound2) {
+  expect_passes(explore_bound(2, [] { channel_race(GetParam(), 1, 1, Cancel::receiver); }));
+}
+
+TEST_P(ModelChannel, CancelledSenderExhaustiveBound2) {
+  expect_passes(explore_bound(2, [] { channel_race(GetParam(), 1, 1, Cancel::sender); }));
+}
+
+TEST_P(ModelChannel, CloseRacesSendAndRecvExhaustiveBound2) {
+  expect_passes(explore_bound(2, [] { close_race(GetParam()); }));
+}
+
+TEST_P(ModelChannel, TwoValuesCancelledReceiverExhaustiveBound2) {
+  expect_passes(explore_bound(2, [] { channel_race(GetParam(), 2, 2, Cancel::receiver); }));
+}
+
+TEST_P(ModelChannel, RandomSchedules) {
+  const std::size_t cap = GetParam();
+  expect_passes(random_runs(1000, [cap] {
+    channel_race(cap, 3, 2, Cancel::receiver);
+    channel_race(cap, 2, 3, Cancel::sender);
+    close_race(cap);
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Capacity, ModelChannel, ::testing::Values(std::size_t{0}, std::size_t{1}, std::size_t{2}),
+                         [](const ::testing::TestParamInfo<std::size_t>& info) {
+                           return "capacity" + std::to_string(info.param);
+                         });
+
+}  // namespace
+}  // namespace shoal::model

@@ -1,0 +1,140 @@
+// The fiber's wait hook (the task's wait state) under the model checker:
+// the real Event awaiter and the real publish_hook/disarm_wait/CancelNode
+// (src/scope/cancel_protocol.cpp) racing Event::set() and cancellation.
+// Invariants: a waiter is scheduled exactly once if it suspended and never
+// if it did not; it ends woken only if the event was set and Cancelled only
+// if its scope was cancelled; its hook is null once its await returns; a
+// set-only or cancel-only race always ends that one way (no lost wake-up).
+#include <gtest/gtest.h>
+
+#include "harness.hpp"
+#include "shoal/detail/event.hpp"
+
+namespace shoal::model {
+namespace {
+
+enum class End { none, woken, cancelled };
+
+// One fiber awaiting an Event, as a task would; then it leaves its scope's
+// fiber list as Scope::fiber_done does.
+End await_event(TestFiber& f, detail::Event& ev, detail::CancelNode& home) {
+  set_current_fiber(&f);
+  End end = End::none;
+  {
+    detail::Event::Awaiter aw = ev.wait();
+    try {
+      await(f, aw);
+      end = End::woken;
+    } catch (const Cancelled&) {
+      end = End::cancelled;
+    }
+    check(f.hook.load() == nullptr, "hook still armed after the await returned");
+  }
+  if ((f.flags & detail::Fiber::kLinked) != 0) home.remove_fiber(&f);
+  set_current_fiber(nullptr);
+  return end;
+}
+
+void check_wakes(TestFiber& f) {
+  check(f.wakes.load() == f.resumed, "scheduled twice, or scheduled without having suspended");
+}
+
+void event_race(bool with_set, bool with_cancel) {
+  detail::Event ev;
+  detail::CancelNode node;
+  TestFiber f;
+  f.node.store(&node);
+  f.home = &node;
+  End end = End::none;
+  Thread waiter = spawn([&] { end = await_event(f, ev, node); }, "waiter");
+  Thread setter = spawn(
+      [&] {
+        if (with_set) ev.set();
+      },
+      "set");
+  Thread canceller = spawn(
+      [&] {
+        if (with_cancel) node.cancel(true);
+      },
+      "cancel");
+  waiter.join();
+  setter.join();
+  canceller.join();
+  check_wakes(f);
+  check(end != End::woken || with_set, "woken without a set");
+  check(end != End::cancelled || with_cancel, "cancelled without a cancel");
+  check(end != End::none, "the await neither returned nor threw");
+  check(node.first_fiber == nullptr, "the fiber is still in its scope's list");
+}
+
+TEST(ModelWaitHook, EventSetRacesCancelExhaustiveBound2) {
+  expect_passes(explore_bound(2, [] { event_race(true, true); }));
+}
+
+TEST(ModelWaitHook, EventSetRacesCancelRandomSchedules) {
+  expect_passes(random_runs(3000, [] { event_race(true, true); }));
+}
+
+TEST(ModelWaitHook, CancelAloneAlwaysLandsExhaustiveBound3) {
+  expect_passes(explore_bound(3, [] { event_race(false, true); }));
+}
+
+TEST(ModelWaitHook, SetAloneAlwaysWakesExhaustiveBound3) {
+  expect_passes(explore_bound(3, [] { event_race(true, false); }));
+}
+
+// Two cancellers of one node (a scope cancel racing a parent's): the second
+// finds kBusy or a cleared hook, and the waiter is still scheduled once.
+TEST(ModelWaitHook, TwoCancellersExhaustiveBound2) {
+  expect_passes(explore_bound(2, [] {
+    detail::Event ev;
+    detail::CancelNode parent, child;
+    child.attach(&parent, nullptr, nullptr);
+    TestFiber f;
+    f.node.store(&child);
+    f.home = &child;
+    End end = End::none;
+    Thread waiter = spawn([&] { end = await_event(f, ev, child); }, "waiter");
+    Thread c1 = spawn([&] { child.cancel(true); }, "cancel child");
+    parent.cancel(true);
+    waiter.join();
+    c1.join();
+    child.detach();
+    check_wakes(f);
+    check(end == End::cancelled, "not cancelled");
+  }));
+}
+
+// A child scope entered while its parent is being cancelled: attach and
+// cancel take the parent's lock, so the child is born cancelled or reached
+// by the cancel walk, and the waiter inside it ends Cancelled either way.
+void attach_races_parent_cancel() {
+  detail::Event ev;
+  detail::CancelNode parent, child;
+  TestFiber f;
+  End end = End::none;
+  Thread waiter = spawn(
+      [&] {
+        child.attach(&parent, nullptr, nullptr);
+        f.node.store(&child);
+        f.home = &child;
+        end = await_event(f, ev, child);
+        child.detach();
+      },
+      "waiter");
+  parent.cancel(true);
+  waiter.join();
+  check_wakes(f);
+  check(end == End::cancelled, "a child scope missed its parent's cancel");
+}
+
+TEST(ModelWaitHook, ChildAttachRacesParentCancelExhaustiveBound2) {
+  expect_passes(explore_bound(2, attach_races_parent_cancel));
+}
+
+TEST(ModelWaitHook, ChildAttachRacesParentCancelRandomSchedules) {
+  expect_passes(random_runs(2000, attach_races_parent_cancel));
+}
+
+}  // namespace
+}  // namespace shoal::model
