@@ -4,15 +4,15 @@
 // shows up as a hang, which the watchdog turns into a failure with a dump.
 // Randomized parts print their seed; rerun with SHOAL_SEED.
 //
-// A wake from a task on a worker goes to that worker's LIFO slot, so a pure
-// ping-pong pair would settle on one worker and never park. The tests here
-// yield at random points (a yield goes to the local queue and wakes a parked
-// worker) and do a little work between steps, so the woken worker often
-// steals the yielder: the two sides keep drifting between workers, workers
-// keep parking and unparking, and a hand-off may race a waiter registering
-// on another core. Each test prints how many wakes came from another
-// worker than the one the waiter suspended on (a coverage figure, not an
-// assertion: it depends on the machine's scheduling).
+// A wake from a task on a worker goes to that worker's LIFO slot, so a
+// ping-pong pair settles on one worker, and a wake crosses workers only after
+// a steal. The tests therefore mix random yields (a yield queues the task and
+// wakes a parked worker), stretches of work long enough for that worker to
+// wake and steal (FanOutFanInStress), more tasks than workers, more workers
+// than cores, and plain threads and timers as wakers. Each task-to-task test
+// prints roughly how many wakes came from another worker than the one the
+// waiter suspended on: a coverage figure, not an assertion (it depends on the
+// machine's scheduling; about 1 in 7 in FanOutFanInStress on 2 workers).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -42,8 +42,9 @@ constexpr std::chrono::seconds kDog{300};
 // True one time in `n`, from a per-task generator.
 bool one_in(std::mt19937_64& rng, unsigned n) { return rng() % n == 0; }
 
-// Up to about a microsecond of work without touching memory, so the task
-// still runs when another worker wakes up and steals what it queued.
+// Up to `max_iterations` spins (about a nanosecond each) of work that touches
+// no memory, so the task is still running when another worker wakes up and
+// steals what it queued.
 void busy(std::mt19937_64& rng, unsigned max_iterations) {
   const unsigned n = static_cast<unsigned>(rng() % max_iterations);
   for (unsigned i = 0; i < n; ++i) asm volatile("");
@@ -57,7 +58,9 @@ struct CrossCounter {
   std::atomic<long> cross{0};
   void before_wait() { waiter.store(std::this_thread::get_id(), std::memory_order_relaxed); }
   void before_wake() {
-    if (waiter.load(std::memory_order_relaxed) != std::this_thread::get_id()) cross.fetch_add(1, std::memory_order_relaxed);
+    if (waiter.load(std::memory_order_relaxed) != std::this_thread::get_id()) {
+      cross.fetch_add(1, std::memory_order_relaxed);
+    }
   }
 };
 
