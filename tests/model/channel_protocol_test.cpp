@@ -9,6 +9,7 @@
 // suspension and its hook is clear after every await.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -120,6 +121,65 @@ void close_race(std::size_t capacity) {
   check_conserved(ch, l, 2);
 }
 
+// Wait lists longer than one: two senders or two receivers wait at once,
+// and one of them (index 0 of the pair) is cancelled, perhaps from the
+// middle of a list. Values are tagged 10 * sender + k.
+void crowd_race(std::size_t capacity, bool two_senders) {
+  Channel<int> ch(capacity);
+  const int n_send = two_senders ? 2 : 1;
+  const int n_recv = two_senders ? 1 : 2;
+  Side sides_s[2], sides_r[2];
+  Ledger ls[2], lr[2];
+  std::vector<Thread> senders, receivers;
+  for (int i = 0; i < n_send; ++i) {
+    senders.push_back(spawn(
+        [&, i] {
+          set_current_fiber(&sides_s[i].f);
+          for (int k = 1; k <= 2; ++k) {
+            auto aw = ch.send(10 * i + k);
+            try {
+              await(sides_s[i].f, aw);
+              ls[i].sent.push_back(10 * i + k);
+            } catch (const ChannelClosedError<int>&) {
+              ls[i].refused.push_back(10 * i + k);
+            } catch (const Cancelled&) {
+              break;
+            }
+            check(sides_s[i].f.hook.load() == nullptr, "hook still armed after the await returned");
+          }
+          set_current_fiber(nullptr);
+          sides_s[i].leave();
+        },
+        i == 0 ? "sender0" : "sender1"));
+  }
+  for (int i = 0; i < n_recv; ++i) {
+    receivers.push_back(spawn([&, i] { receiver(ch, sides_r[i], lr[i], 4); }, i == 0 ? "receiver0" : "receiver1"));
+  }
+  (two_senders ? sides_s[0] : sides_r[0]).node.cancel(true);
+  // Senders first, then close; receivers end on nullopt (or the cancel).
+  for (Thread& t : senders) t.join();
+  ch.close();
+  for (Thread& t : receivers) t.join();
+  std::vector<int> received;
+  for (int i = 0; i < n_recv; ++i) {
+    for (int s = 0; s < n_send; ++s) {  // each sender's values arrive in order at each receiver
+      int last = 0;
+      for (int v : lr[i].received) {
+        if (v / 10 != s) continue;
+        check(v > last, "a sender's values arrived out of order");
+        last = v;
+      }
+    }
+    received.insert(received.end(), lr[i].received.begin(), lr[i].received.end());
+  }
+  while (std::optional<int> v = ch.try_recv()) received.push_back(*v);
+  std::vector<int> sent;
+  for (int i = 0; i < n_send; ++i) sent.insert(sent.end(), ls[i].sent.begin(), ls[i].sent.end());
+  std::sort(sent.begin(), sent.end());
+  std::sort(received.begin(), received.end());
+  check(received == sent, "the values received are not exactly the values sent");
+}
+
 class ModelChannel : public ::testing::TestWithParam<std::size_t> {};
 
 TEST_P(ModelChannel, CancelledReceiverExhaustiveBound2) {
@@ -138,12 +198,22 @@ TEST_P(ModelChannel, TwoValuesCancelledReceiverExhaustiveBound2) {
   expect_passes(explore_bound(2, [] { channel_race(GetParam(), 2, 2, Cancel::receiver); }));
 }
 
+TEST_P(ModelChannel, TwoSendersOneCancelledExhaustiveBound1) {
+  expect_passes(explore_bound(1, [] { crowd_race(GetParam(), true); }));
+}
+
+TEST_P(ModelChannel, TwoReceiversOneCancelledExhaustiveBound1) {
+  expect_passes(explore_bound(1, [] { crowd_race(GetParam(), false); }));
+}
+
 TEST_P(ModelChannel, RandomSchedules) {
   const std::size_t cap = GetParam();
-  expect_passes(random_runs(1000, [cap] {
+  expect_passes(random_runs(2000, [cap] {
     channel_race(cap, 3, 2, Cancel::receiver);
     channel_race(cap, 2, 3, Cancel::sender);
     close_race(cap);
+    crowd_race(cap, true);
+    crowd_race(cap, false);
   }));
 }
 

@@ -190,6 +190,11 @@ TEST(ModelPark, SpawnedChildExhaustiveBound1) {
   expect_passes(explore_bound(1, [] { park_scenario(1, 1); }));
 }
 
+// Shutdown races workers on their way to sleep: none may sleep through it.
+TEST(ModelPark, ShutdownWhileParkingExhaustiveBound2) {
+  expect_passes(explore_bound(2, [] { park_scenario(0, 0); }));
+}
+
 TEST(ModelPark, RandomSchedules) {
   expect_passes(random_runs(2000, [] { park_scenario(2, 2); }));
 }

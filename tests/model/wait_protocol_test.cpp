@@ -105,6 +105,34 @@ TEST(ModelWaitHook, TwoCancellersExhaustiveBound2) {
   }));
 }
 
+// Two waiters on one event, one of them cancelled while the other may be
+// linked beside it: the cancel unlinks only its own waiter, and set() still
+// wakes the other.
+void two_waiters() {
+  detail::Event ev;
+  detail::CancelNode a, b;
+  TestFiber fa, fb;
+  fa.node.store(&a);
+  fa.home = &a;
+  fb.node.store(&b);
+  fb.home = &b;
+  End ea = End::none, eb = End::none;
+  Thread wa = spawn([&] { ea = await_event(fa, ev, a); }, "waiter a");
+  Thread wb = spawn([&] { eb = await_event(fb, ev, b); }, "waiter b");
+  a.cancel(true);
+  ev.set();
+  wa.join();
+  wb.join();
+  check_wakes(fa);
+  check_wakes(fb);
+  check(ea != End::none, "the cancelled waiter neither returned nor threw");
+  check(eb == End::woken, "the other waiter was not woken by set()");
+}
+
+TEST(ModelWaitHook, TwoWaitersOneCancelledExhaustiveBound2) { expect_passes(explore_bound(2, two_waiters)); }
+
+TEST(ModelWaitHook, TwoWaitersOneCancelledRandomSchedules) { expect_passes(random_runs(2000, two_waiters)); }
+
 // A child scope entered while its parent is being cancelled: attach and
 // cancel take the parent's lock, so the child is born cancelled or reached
 // by the cancel walk, and the waiter inside it ends Cancelled either way.
