@@ -11,9 +11,9 @@
 // The model. Each value sent is a fresh attempt id, so conservation (every
 // successful send received exactly once or drained at the end, a failed send
 // never received) and per-sender FIFO are checked exactly. Cancellation is a
-// tri-state walk of a model cancel tree (a tiny deadline is "maybe" until it
-// is known to have fired), compared with this_task::cancellation_requested()
-// at every step. A channel with no awaited operation in flight is "idle": its
+// walk of a model cancel tree, compared with this_task::cancellation_requested()
+// at every step; it is tri-state because a tiny deadline is "maybe" while the
+// monitor sleeps (see below). A channel with no awaited operation in flight is "idle": its
 // buffer is then known exactly, so try_* results, and awaited operations that
 // must complete at once, are predicted exactly (the order too while the
 // channel saw only predictable operations or holds one sender's values).
@@ -30,10 +30,15 @@
 // waiting, a send on a full one, a join on a live child, ...). If one may
 // not, shoal lost a wake-up: abort. Otherwise the monitor ends the deadlock as
 // the input chose (cancel the program's root scope, then close every
-// channel); once every channel is closed nothing may block again. Tiny
-// deadlines fire only while nothing is ready, i.e. while the monitor sleeps,
-// so the monitor first sleeps past them. A hang the monitor cannot see (the
-// worker itself stuck) trips a wall-clock watchdog.
+// channel); once every channel is closed nothing may block again.
+//
+// Time is simulated (RuntimeOptions::simulated: the deterministic executor
+// plus the manual clock, which stands still while any task can run and jumps
+// to the earliest timer when none can). The monitor is always ready except
+// while it sleeps, so a tiny deadline fires exactly while the monitor sleeps
+// past it, at a point the model knows; a run is reproducible from its input.
+// A hang the monitor cannot see (the worker itself stuck) trips a wall-clock
+// watchdog.
 #include "fuzz/api_program.hpp"
 
 #include <algorithm>
@@ -312,7 +317,8 @@ struct Node {  // a cancel node: a scope, a deadline frame or a shield
   std::exception_ptr body_error;
   // Tiny deadlines.
   bool tiny = false;
-  Clock::time_point tiny_bound{};  // the deadline is no later than this
+  bool tiny_armed = false;
+  Clock::time_point tiny_deadline{};  // exact: the clock stands still while tasks run
 };
 
 enum class Wait : std::uint8_t { spawned, running, send, recv, yield, join, done };
@@ -434,10 +440,18 @@ class Run {
   int root_scope = -1;
   bool monitor_cancelled_root = false;
   bool monitor_closed_all = false;
+  bool monitor_sleeping = false;
   int deadlocks_broken = 0;
   int faults_thrown = 0;
   long suppressed_seen = 0;
   long suppressed_expected = 0;
+
+ private:
+  static constexpr std::size_t kRecent = 64;
+  std::string recent_[kRecent];
+  std::size_t recent_next_ = 0;
+
+ public:
 
   // ---- reporting ----
 
@@ -460,19 +474,45 @@ class Run {
       std::fprintf(stderr, "  c%zu: %zu buffered, %s, %d in flight\n", c, m.buffer.size(),
                    m.closed ? "closed" : "open", m.inflight);
     }
+    const auto t_now = now();  // the simulated time on the worker
+    std::fprintf(stderr, "cancel nodes alive:\n");
+    for (std::size_t n = 0; n < nodes.size(); ++n) {
+      const Node& x = nodes[n];
+      if (!x.alive) continue;
+      static constexpr const char* kKinds[] = {"top", "scope", "deadline", "shield"};
+      std::fprintf(stderr, "  node %zu: %s, parent %d, own %s", n, kKinds[static_cast<int>(x.kind)], x.parent,
+                   tri_name(x.own));
+      if (x.tiny && x.tiny_armed) {
+        std::fprintf(stderr, ", tiny deadline at now%+lld ns",
+                     static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(x.tiny_deadline - t_now).count()));
+      }
+      std::fprintf(stderr, "\n");
+    }
+    std::fprintf(stderr, "last steps (oldest first):\n");
+    for (std::size_t i = 0; i < kRecent; ++i) {
+      const std::string& line = recent_[(recent_next_ + i) % kRecent];
+      if (!line.empty()) std::fprintf(stderr, "  %s\n", line.c_str());
+    }
+    std::fprintf(stderr, "runtime state:\n");
+    Runtime::dump_all(std::cerr);
+    std::cerr.flush();
     std::fprintf(stderr, "\nprogram (rerun with SHOAL_FUZZ_TRACE=1 for every step):\n%s\n", describe(prog).c_str());
     std::fflush(stderr);
     std::abort();
   }
 
-  __attribute__((format(printf, 2, 3))) void trace(const char* fmt, ...) const {
-    if (!g_trace) return;
+  // Keeps the last kRecent steps for a violation report; prints them all
+  // with SHOAL_FUZZ_TRACE.
+  __attribute__((format(printf, 2, 3))) void trace(const char* fmt, ...) {
+    char buf[200];
+    const int head = std::snprintf(buf, sizeof buf, "[%llu] ", static_cast<unsigned long long>(progress));
     va_list ap;
     va_start(ap, fmt);
-    std::fprintf(stderr, "[fuzz %llu] ", static_cast<unsigned long long>(progress));
-    std::vfprintf(stderr, fmt, ap);
-    std::fprintf(stderr, "\n");
+    std::vsnprintf(buf + head, sizeof buf - static_cast<std::size_t>(head), fmt, ap);
     va_end(ap);
+    recent_[recent_next_] = buf;
+    recent_next_ = (recent_next_ + 1) % kRecent;
+    if (g_trace) std::fprintf(stderr, "[fuzz] %s\n", buf);
   }
 
   // ---- cancellation model ----
@@ -753,17 +793,25 @@ class Run {
 
   // ---- deadlock handling (the monitor) ----
 
-  std::optional<Clock::time_point> pending_tiny_deadline() const {
-    std::optional<Clock::time_point> latest;
+  bool tiny_deadline_pending() const {
     for (const Node& n : nodes) {
-      if (n.alive && n.tiny && n.own == Tri::maybe) latest = std::max(latest.value_or(n.tiny_bound), n.tiny_bound);
+      if (n.alive && n.tiny && n.own != Tri::yes) return true;
     }
-    if (latest) *latest += 50us;
-    return latest;
+    return false;
   }
-  void tiny_deadlines_passed(Clock::time_point t) {
+  // While the monitor sleeps, tiny deadlines fire in deadline order among
+  // the tasks they wake: the model cannot tell which fired yet.
+  void monitor_sleeps() {
+    monitor_sleeping = true;
     for (Node& n : nodes) {
-      if (n.alive && n.tiny && n.own == Tri::maybe && n.tiny_bound < t) n.own = Tri::yes;
+      if (n.alive && n.tiny && n.own == Tri::no) n.own = Tri::maybe;
+    }
+  }
+  // Woken at `t`: every deadline up to `t` has fired, no later one has.
+  void monitor_wakes(Clock::time_point t) {
+    monitor_sleeping = false;
+    for (Node& n : nodes) {
+      if (n.alive && n.tiny && n.own == Tri::maybe) n.own = n.tiny_armed && n.tiny_deadline <= t ? Tri::yes : Tri::no;
     }
   }
 
@@ -1148,7 +1196,12 @@ Task<void> inner_main(Run* r, int list, Ctx ctx, InnerResult* out) {
   r->step(ctx);
   out->started = true;
   Node& n = r->node(ctx.node);
-  if (n.tiny) n.tiny_bound = Clock::now() + kTinyDeadline;  // armed before we run: a bound
+  if (n.tiny) {
+    // The deadline was computed when the deadline op was awaited; the
+    // manual clock has not moved since.
+    n.tiny_armed = true;
+    n.tiny_deadline = now() + kTinyDeadline;
+  }
   r->check_cancel_view(ctx, "a deadline or shield's task start");
   try {
     co_await run_list(r, list, ctx);
@@ -1166,9 +1219,10 @@ Task<void> run_deadline(Run* r, const Op& op, Ctx ctx) {
   const bool timeout = is_with_timeout(op);
   const int fnode = r->new_node(NodeKind::deadline, ctx.node);
   Node& n = r->node(fnode);
-  n.own = kind == DeadlineKind::zero ? Tri::yes : kind == DeadlineKind::tiny ? Tri::maybe : Tri::no;
+  n.own = kind == DeadlineKind::zero ? Tri::yes : kind == DeadlineKind::tiny && r->monitor_sleeping ? Tri::maybe : Tri::no;
   n.tiny = kind == DeadlineKind::tiny;
   const Tri entry = r->cancelled(ctx.node);
+  r->trace("f%d enters %s deadline node %d", ctx.fiber, kind == DeadlineKind::zero ? "a zero" : kind == DeadlineKind::tiny ? "a tiny" : "a long", fnode);
   const std::chrono::nanoseconds d = kind == DeadlineKind::zero   ? std::chrono::nanoseconds(0)
                                      : kind == DeadlineKind::tiny ? std::chrono::nanoseconds(kTinyDeadline)
                                                                   : std::chrono::nanoseconds(kLongDeadline);
@@ -1328,13 +1382,14 @@ Task<void> monitor(Run* r) {
     }
     if (++quiet < kQuietTurns) continue;
     quiet = 0;
-    if (std::optional<Clock::time_point> until = r->pending_tiny_deadline()) {
-      // A sleep already due only yields, and timers fire only when nothing
-      // is ready: the monitor must really sleep for the deadlines to fire.
-      const Clock::time_point t = std::max(*until, Clock::now() + 20us);
+    if (r->tiny_deadline_pending()) {
+      // Every pending deadline was armed at or before now (the clock stood
+      // still since), so each is due before t.
+      const Clock::time_point t = now() + kTinyDeadline + 1us;
       r->trace("the monitor sleeps past the tiny deadlines");
+      r->monitor_sleeps();
       co_await sleep_until(t);
-      r->tiny_deadlines_passed(t);
+      r->monitor_wakes(t);
       continue;
     }
     r->trace("the monitor sees a standstill");
@@ -1433,7 +1488,7 @@ void run_api_input(const std::uint8_t* data, std::size_t size) {
   Run r(prog);
   {
     test::FrameCounter frames;
-    RuntimeOptions o = RuntimeOptions::deterministic(prog.seed);
+    RuntimeOptions o = RuntimeOptions::simulated(prog.seed);
     o.on_suppressed_fault = [&r](std::exception_ptr) { ++r.suppressed_seen; };
     HangWatchdog::instance().arm(&prog);
     run(top(&r), std::move(o));
