@@ -5,8 +5,9 @@
 // N >= 2, a value type whose move may throw keeps the lock path), and a
 // bounded tree of scopes. Every task runs a decoded list of operations: send,
 // recv, try_send, try_recv, close, is_closed, checkpoint, sleep_for(0), throw
-// a fault, cancel an enclosing scope, a nested scope, spawn a sibling, a
-// deadline (with_timeout or move_on_after; zero, tiny or long) and shielded.
+// a fault, cancel an enclosing scope, a nested scope, spawn a sibling, start a
+// sibling and await its JoinHandle, a deadline (with_timeout or
+// move_on_after; zero, tiny or long) and shielded.
 //
 // The model. Each value sent is a fresh attempt id, so conservation (every
 // successful send received exactly once or drained at the end, a failed send
@@ -88,11 +89,13 @@ enum class OpKind : std::uint8_t {
   spawn,
   deadline,
   shielded,
+  start_join,
 };
-constexpr int kOpKinds = 14;
+constexpr int kOpKinds = 15;
 constexpr const char* kOpNames[kOpKinds] = {"send",         "recv",        "try_send", "try_recv", "close",
                                             "is_closed",    "checkpoint",  "sleep_for(0)", "fault",
-                                            "cancel_scope", "scope",       "spawn",    "deadline", "shielded"};
+                                            "cancel_scope", "scope",       "spawn",    "deadline", "shielded",
+                                            "start+join"};
 
 struct Op {
   OpKind kind = OpKind::checkpoint;
@@ -200,6 +203,7 @@ class Decoder {
         case OpKind::spawn:
         case OpKind::deadline:
         case OpKind::shielded:
+        case OpKind::start_join:
           if (room) {
             op.sub = list(depth + 1);
           } else {
@@ -249,6 +253,7 @@ void describe_list(const Program& p, int list, int indent, std::string& out) {
         break;
       case OpKind::spawn:
       case OpKind::shielded:
+      case OpKind::start_join:
         out += " {\n";
         describe_list(p, op.sub, indent + 1, out);
         out += pad + "}\n";
@@ -321,13 +326,15 @@ struct Node {  // a cancel node: a scope, a deadline frame or a shield
   Clock::time_point tiny_deadline{};  // exact: the clock stands still while tasks run
 };
 
-enum class Wait : std::uint8_t { spawned, running, send, recv, yield, join, done };
-constexpr const char* kWaitNames[] = {"spawned, not started", "running", "send", "recv", "yield", "join", "done"};
+enum class Wait : std::uint8_t { spawned, running, send, recv, yield, join, join_child, done };
+constexpr const char* kWaitNames[] = {"spawned, not started", "running", "send", "recv", "yield",
+                                      "join", "await JoinHandle of", "done"};
 
 struct FiberModel {
   Wait wait = Wait::spawned;
   int ch = -1;     // send / recv
-  int join = -1;   // join: the scope node
+  int join = -1;   // join: the scope node; join_child: the child fiber
+  std::exception_ptr exit_error;  // done: how it ended
   int node = -1;   // the innermost cancel node, as of its last step
   bool predicted = false;  // its send/recv was predicted to complete at once
 };
@@ -467,6 +474,7 @@ class Run {
       std::fprintf(stderr, "  f%zu: %s", f, kWaitNames[static_cast<int>(m.wait)]);
       if (m.wait == Wait::send || m.wait == Wait::recv) std::fprintf(stderr, " c%d", m.ch);
       if (m.wait == Wait::join) std::fprintf(stderr, " scope node %d", m.join);
+      if (m.wait == Wait::join_child) std::fprintf(stderr, " f%d", m.join);
       std::fprintf(stderr, " (node %d, cancelled: %s)\n", m.node, m.node >= 0 ? tri_name(cancelled(m.node)) : "-");
     }
     for (std::size_t c = 0; c < chans.size(); ++c) {
@@ -841,6 +849,14 @@ class Run {
             fail("stuck: f%d waits to join scope node %d whose children have all finished", id, f.join);
           }
           break;
+        case Wait::join_child:
+          if (fibers[static_cast<std::size_t>(f.join)].wait == Wait::done) {
+            fail("stuck: f%d awaits the JoinHandle of f%d, which has finished", id, f.join);
+          }
+          if (cancelled(f.node) == Tri::yes) {
+            fail("stuck: f%d's JoinHandle await was not woken by the cancellation of its context", id);
+          }
+          break;
         case Wait::send:
         case Wait::recv: {
           const bool send = f.wait == Wait::send;
@@ -1082,8 +1098,58 @@ Task<void> child_main(Run* r, int list, int fiber, int scope_node) {
   r->step(ctx);
   r->record_exit(scope_node, ctx, err, "a child");
   r->fiber(fiber).wait = Wait::done;
+  r->fiber(fiber).exit_error = err;
   --r->node(scope_node).live;
   r->trace("f%d ends: %s", fiber, what_of(err).c_str());
+  if (err) std::rethrow_exception(err);
+}
+
+// Scope::start's child: a spawned child with a value.
+Task<int> started_main(Run* r, int list, int fiber, int scope_node) {
+  co_await child_main(r, list, fiber, scope_node);
+  co_return list + 5000;
+}
+
+// Starts a child into the innermost scope and awaits its JoinHandle at once.
+Task<void> do_start_join(Run* r, int list, Ctx ctx) {
+  const int s = r->enclosing_scope(ctx.node, 0);
+  const int child = r->new_fiber(s);
+  ++r->node(s).live;
+  r->trace("start f%d into scope node %d and await it", child, s);
+  JoinHandle<int> h = r->node(s).scope->start(started_main(r, list, child, s));
+  const Tri before = r->cancelled(ctx.node);
+  r->begin_wait(ctx, Wait::join_child, -1, false);
+  r->fiber(ctx.fiber).join = child;
+  int value = -1;
+  std::exception_ptr err;
+  try {
+    value = co_await h;
+  } catch (...) {
+    err = std::current_exception();
+  }
+  r->end_wait(ctx);
+  r->fiber(ctx.fiber).join = -1;
+  const FiberModel& c = r->fiber(child);
+  const bool child_done = c.wait == Wait::done;
+  r->trace("f%d: JoinHandle of f%d gave %s", ctx.fiber, child, err ? what_of(err).c_str() : std::to_string(value).c_str());
+  if (before == Tri::yes && !is_cancellation(err)) {
+    r->fail("f%d: awaiting a JoinHandle in a cancelled context gave %s, not Cancelled", ctx.fiber,
+            err ? what_of(err).c_str() : "a value");
+  }
+  if (!err) {
+    if (!child_done || c.exit_error) r->fail("f%d: JoinHandle of f%d gave a value, but it %s", ctx.fiber, child, child_done ? "failed" : "is still running");
+    if (value != list + 5000) r->fail("f%d: JoinHandle of f%d gave %d, not %d", ctx.fiber, child, value, list + 5000);
+  } else if (is_cancellation(err)) {
+    // Our own cancellation, or the child's Cancelled handed on.
+    const bool own = r->cancelled(ctx.node) != Tri::no && this_task::cancellation_requested();
+    if (!own) {
+      r->fail("f%d: JoinHandle of f%d threw Cancelled although the awaiter's context is not cancelled (the child %s)",
+              ctx.fiber, child, !child_done ? "still runs" : is_cancellation(c.exit_error) ? "ended with Cancelled" : "did not end with Cancelled");
+    }
+  } else if (!child_done || err != c.exit_error) {
+    r->fail("f%d: JoinHandle of f%d threw \"%s\", which is not how the child ended", ctx.fiber, child,
+            what_of(err).c_str());
+  }
   if (err) std::rethrow_exception(err);
 }
 
@@ -1136,7 +1202,13 @@ void check_scope_result(Run* r, int block, int s, const Ctx& ctx, Tri entry, boo
   }
   if (entry == Tri::yes) r->fail("scope #%d ran its body although entered in a cancelled context", block);
   if (n.live != 0) r->fail("scope #%d returned while %d of its children were still running", block, n.live);
-  if (n.faults.size() > 1) r->suppressed_expected += static_cast<long>(n.faults.size() - 1);
+  // A fault a JoinHandle delivered and its awaiter rethrew reaches the scope
+  // twice; it is still one fault.
+  std::vector<std::exception_ptr> distinct;
+  for (const auto& e : n.faults) {
+    if (std::find(distinct.begin(), distinct.end(), e) == distinct.end()) distinct.push_back(e);
+  }
+  if (distinct.size() > 1) r->suppressed_expected += static_cast<long>(distinct.size() - 1);
   if (!n.faults.empty()) {
     if (err != n.faults.front()) {
       r->fail("scope #%d ended with %s; the first fault it saw was \"%s\"", block, what_of(err).c_str(),
@@ -1362,6 +1434,9 @@ Task<void> run_list(Run* r, int list, Ctx ctx) {
         break;
       case OpKind::shielded:
         co_await run_shielded(r, op, ctx);
+        break;
+      case OpKind::start_join:
+        co_await do_start_join(r, op.sub, ctx);
         break;
     }
   }

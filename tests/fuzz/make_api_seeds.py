@@ -6,8 +6,8 @@ The byte format (decoded by api_program.cpp; a missing byte reads as 0):
   deadlock is ended by cancelling the root scope first; one byte per channel:
   capacity = [0, 1, 2, 3, 4, 8][b % 6], bit 7: a value type whose move may throw.
   block: b (children = b % 4, bit 7: Task<int> body), the children's lists, the body's list.
-  list: b (length = b % 9), then per op: kind byte (% 14) and operand byte; a
-  scope op is followed by its block, spawn/deadline/shielded by their list.
+  list: b (length = b % 9), then per op: kind byte (% 15) and operand byte; a
+  scope op is followed by its block, spawn/deadline/shielded/start+join by their list.
 Operands: channel = arg % channels; cancel_scope: levels up = arg % 3; scope and
 deadline: bit 3 catches faults; deadline: bit 0 with_timeout (else
 move_on_after), bits 1-2: 1 tiny, 2 long, else zero.
@@ -16,7 +16,7 @@ import os
 import sys
 
 (SEND, RECV, TRY_SEND, TRY_RECV, CLOSE, IS_CLOSED, CHECKPOINT, SLEEP0, FAULT,
- CANCEL_SCOPE, SCOPE, SPAWN, DEADLINE, SHIELDED) = range(14)
+ CANCEL_SCOPE, SCOPE, SPAWN, DEADLINE, SHIELDED, START_JOIN) = range(15)
 CAPS = [0, 1, 2, 3, 4, 8]
 
 
@@ -122,6 +122,15 @@ SEEDS = {
     # A deadline inside a cancelled scope: Cancelled passes on (not TimedOut).
     "deadline-under-outer-cancel": program(20, [(0, False)], block([ops((CANCEL_SCOPE, 0))], ops(
         (DEADLINE, deadline_arg(True, "tiny"), ops((RECV, 0)))))),
+    # Scope::start + awaiting the JoinHandle: a value, then a child blocked until a sibling sends.
+    "start-join-value": program(22, [(0, False)], block(
+        [ops((SEND, 0))], ops((START_JOIN, 0, ops((CHECKPOINT, 0))), (START_JOIN, 0, ops((RECV, 0))), (TRY_RECV, 0)))),
+    # The awaited child faults: the awaiter rethrows the same fault (one fault, not two).
+    "start-join-fault-delivered": program(23, [(1, False)], block(
+        [ops((RECV, 0))], ops((START_JOIN, 0, ops((SLEEP0, 0), (FAULT, 0))), (SEND, 0)))),
+    # The awaiter is cancelled while the child still waits.
+    "start-join-awaiter-cancelled": program(24, [(0, False)], block(
+        [ops((CHECKPOINT, 0), (CANCEL_SCOPE, 0))], ops((START_JOIN, 0, ops((RECV, 0))), (CHECKPOINT, 0)))),
     # Every operation once, on four channels of different kinds.
     "every-op": program(21, [(0, False), (1, False), (4, False), (2, True)], block(
         [ops((SEND, 2), (SEND, 3), (RECV, 0), (TRY_RECV, 1), (IS_CLOSED, 2)),
