@@ -19,8 +19,9 @@
 // must complete at once, are predicted exactly (the order too while the
 // channel saw only predictable operations or holds one sender's values).
 // Scope results follow docs/semantics.md: the first fault the scope saw (on
-// one worker, the order faults leave its tasks), else the body's result,
-// else the cancellation, absorbed only if the scope cancelled itself.
+// one worker, the order faults leave its tasks), else the body's result
+// unless an outside cancellation cut a child off, else the cancellation,
+// absorbed only if the scope cancelled itself.
 //
 // Termination, and telling a hang from a legitimate deadlock: a monitor task
 // yields in a loop beside the program. The executor picks a ready task at
@@ -320,6 +321,7 @@ struct Node {  // a cancel node: a scope, a deadline frame or a shield
   std::vector<std::exception_ptr> faults;  // in the order they reached the scope
   bool body_done = false;
   std::exception_ptr body_error;
+  bool child_cut_off = false;  // a child ended with Cancelled
   // Tiny deadlines.
   bool tiny = false;
   bool tiny_armed = false;
@@ -414,6 +416,26 @@ bool holds(const std::exception_ptr& e) {
 }
 
 const bool g_trace = std::getenv("SHOAL_FUZZ_TRACE") != nullptr;
+
+// Known findings (reported, not fixed: neither fix is a one-liner). By default
+// the harness accepts shoal's current behaviour for them, so the rest of a
+// run is still checked; SHOAL_FUZZ_STRICT=1 makes them violations.
+// 1. A JoinHandle rethrows a cut-off child's Cancelled into its awaiter even
+//    when the awaiter's own context is not cancelled, e.g. inside shielded():
+//    outer cancellation reaches shielded work through the handle. The harness
+//    turns that Cancelled into a DeliveredCancel fault. Reproducer:
+//    corpus/api/finding-joinhandle-cancel-into-shield.
+// 2. A fault a JoinHandle delivered and the awaiter rethrew reaches the scope
+//    twice; Scope::fault skips the repeat only if it is the scope's first
+//    fault, so a later one goes to on_suppressed_fault twice. Reproducer:
+//    corpus/api/finding-delivered-fault-reported-twice.
+const bool g_strict = std::getenv("SHOAL_FUZZ_STRICT") != nullptr;
+
+class DeliveredCancel : public std::runtime_error {
+ public:
+  DeliveredCancel()
+      : std::runtime_error("known finding: a JoinHandle delivered a cut-off child's Cancelled to an uncancelled awaiter") {}
+};
 
 class Run {
  public:
@@ -613,10 +635,11 @@ class Run {
   }
 
   // A task (spawned child) or a scope body ended with `err` in scope `s`.
-  void record_exit(int s, const Ctx& ctx, const std::exception_ptr& err, const char* who) {
+  void record_exit(int s, const Ctx& ctx, const std::exception_ptr& err, const char* who, bool child) {
     if (!err) return;
     if (is_cancellation(err)) {
       saw_cancelled(ctx, who);
+      if (child) node(s).child_cut_off = true;
       return;
     }
     Node& n = node(s);
@@ -1096,7 +1119,7 @@ Task<void> child_main(Run* r, int list, int fiber, int scope_node) {
     err = std::current_exception();
   }
   r->step(ctx);
-  r->record_exit(scope_node, ctx, err, "a child");
+  r->record_exit(scope_node, ctx, err, "a child", true);
   r->fiber(fiber).wait = Wait::done;
   r->fiber(fiber).exit_error = err;
   --r->node(scope_node).live;
@@ -1143,8 +1166,16 @@ Task<void> do_start_join(Run* r, int list, Ctx ctx) {
     // Our own cancellation, or the child's Cancelled handed on.
     const bool own = r->cancelled(ctx.node) != Tri::no && this_task::cancellation_requested();
     if (!own) {
-      r->fail("f%d: JoinHandle of f%d threw Cancelled although the awaiter's context is not cancelled (the child %s)",
-              ctx.fiber, child, !child_done ? "still runs" : is_cancellation(c.exit_error) ? "ended with Cancelled" : "did not end with Cancelled");
+      if (g_strict || !child_done || !is_cancellation(c.exit_error)) {
+        r->fail("f%d: JoinHandle of f%d threw Cancelled although the awaiter's context is not cancelled (the child %s)",
+                ctx.fiber, child,
+                !child_done                       ? "still runs"
+                : is_cancellation(c.exit_error) ? "ended with Cancelled"
+                                                  : "did not end with Cancelled");
+      }
+      r->trace("f%d: known finding: the JoinHandle delivered f%d's Cancelled; going on with a DeliveredCancel fault",
+               ctx.fiber, child);
+      err = std::make_exception_ptr(DeliveredCancel());
     }
   } else if (!child_done || err != c.exit_error) {
     r->fail("f%d: JoinHandle of f%d threw \"%s\", which is not how the child ended", ctx.fiber, child,
@@ -1175,7 +1206,7 @@ Task<void> body_main(Run* r, int block, int scope_node, int fiber, Scope& s) {
     err = std::current_exception();
   }
   r->step(ctx);
-  r->record_exit(scope_node, ctx, err, "a scope body");
+  r->record_exit(scope_node, ctx, err, "a scope body", false);
   Node& after = r->node(scope_node);  // nodes may have grown meanwhile
   after.body_done = true;
   after.body_error = err;
@@ -1209,10 +1240,26 @@ void check_scope_result(Run* r, int block, int s, const Ctx& ctx, Tri entry, boo
     if (std::find(distinct.begin(), distinct.end(), e) == distinct.end()) distinct.push_back(e);
   }
   if (distinct.size() > 1) r->suppressed_expected += static_cast<long>(distinct.size() - 1);
+  if (!g_strict) {  // known finding 2: every repeat but the first fault's is reported again
+    for (std::size_t i = 1; i < n.faults.size(); ++i) {
+      if (n.faults[i] != n.faults.front() &&
+          std::find(n.faults.begin(), n.faults.begin() + static_cast<std::ptrdiff_t>(i), n.faults[i]) !=
+              n.faults.begin() + static_cast<std::ptrdiff_t>(i)) {
+        ++r->suppressed_expected;
+        r->trace("known finding: scope #%d will report \"%s\" as suppressed twice", block, what_of(n.faults[i]).c_str());
+      }
+    }
+  }
   if (!n.faults.empty()) {
     if (err != n.faults.front()) {
       r->fail("scope #%d ended with %s; the first fault it saw was \"%s\"", block, what_of(err).c_str(),
               what_of(n.faults.front()).c_str());
+    }
+  } else if (!n.body_error && n.child_cut_off && !n.cancel_called) {
+    // A child cut off by a cancellation from outside: not a completion.
+    if (!is_cancellation(err)) {
+      r->fail("scope #%d: a child was cut off by an outside cancellation, yet it returned %s", block,
+              err ? what_of(err).c_str() : "normally");
     }
   } else if (!n.body_error) {
     if (err) r->fail("scope #%d: body and children succeeded, yet it threw %s", block, what_of(err).c_str());
