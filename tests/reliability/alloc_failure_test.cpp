@@ -4,6 +4,7 @@
 // Every run must end in success with the right result or in std::bad_alloc
 // (the documented out-of-memory error), never std::terminate or another
 // error, and free every frame it allocated.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -42,15 +43,15 @@ Task<long> chain(int depth) {
 Task<long> spawn_chain() { co_return co_await chain(6); }  // 1 + 1 + 2 + ... + 6 = 22
 
 Task<long> fan_out() {
-  long sum = 0;
+  std::atomic<long> sum{0};  // children run on any worker
   co_await shoal::scope([&](Scope& s) -> Task<void> {
     for (long i = 1; i <= 12; ++i) {
-      s.spawn([&sum, i]() -> Task<void> { sum += co_await leaf(i); });
+      s.spawn([&sum, i]() -> Task<void> { sum.fetch_add(co_await leaf(i)); });
     }
     auto h = s.start(leaf(100));
-    sum += co_await h;
+    sum.fetch_add(co_await h);
   });
-  co_return sum;  // 78 + 100
+  co_return sum.load();  // 78 + 100
 }
 
 Task<long> channels() {
@@ -71,22 +72,22 @@ Task<long> channels() {
 }
 
 Task<long> timers() {
-  long sum = 0;
+  std::atomic<long> sum{0};
   co_await shoal::scope([&](Scope& s) -> Task<void> {
     for (long i = 1; i <= 4; ++i) {
       s.spawn([&sum, i]() -> Task<void> {
         co_await shoal::sleep_for(std::chrono::microseconds(50 * i));
-        sum += i;
+        sum.fetch_add(i);
       });
     }
-    sum += co_await shoal::with_timeout(1h, leaf(10));
+    sum.fetch_add(co_await shoal::with_timeout(1h, leaf(10)));
     const bool finished = co_await shoal::move_on_after(1ms, [&]() -> Task<void> {
       shoal::Channel<int> never(1);
       (void)co_await never.recv();
     }());
-    sum += finished ? 1000 : 100;
+    sum.fetch_add(finished ? 1000 : 100);
   });
-  co_return sum;  // 10 + 10 + 100
+  co_return sum.load();  // 10 + 10 + 100
 }
 
 struct Scenario {
