@@ -158,7 +158,7 @@ bool Scheduler::advance_manual_clock() noexcept {
 }
 
 void Scheduler::blocking_finished() noexcept {
-  if (blocking_in_flight_.fetch_sub(1, std::memory_order_seq_cst) == 1 && manual_clock_) {
+  if (manual_clock_ && blocking_in_flight_.fetch_sub(1, std::memory_order_seq_cst) == 1) {
     workers_[0]->parker.unpark(*this);
   }
 }

@@ -84,8 +84,11 @@ class Scheduler {
     return manual_clock_ ? manual_now_.load(std::memory_order_acquire) : to_ns(Clock::now());
   }
   bool manual_clock() const noexcept { return manual_clock_; }
-  // Blocking jobs queued or running: a manual clock does not advance past them.
-  void blocking_started() noexcept { blocking_in_flight_.fetch_add(1, std::memory_order_seq_cst); }
+  // Blocking jobs queued or running: a manual clock does not advance past
+  // them. Counted only with a manual clock (no shared RMW per job otherwise).
+  void blocking_started() noexcept {
+    if (manual_clock_) blocking_in_flight_.fetch_add(1, std::memory_order_seq_cst);
+  }
   void blocking_finished() noexcept;
 
  private:
