@@ -10,4 +10,5 @@
 #include "shoal/time/sleep.hpp"
 #include "shoal/channel/channel.hpp"
 #include "shoal/scope/combinators.hpp"
+#include "shoal/scope/task_set.hpp"
 #include "shoal/runtime/spawn_blocking.hpp"

@@ -7,6 +7,10 @@
 //   queue.
 // - spawned or yielding on a worker: the back of its local queue.
 // - from any other thread: the injector.
+// - pinned (spawn_local): only ever its own worker. Woken there, like any
+//   other fiber (LIFO slot) but queued on an owner-only list instead of the
+//   stealable queue; woken anywhere else, pushed onto that worker's inbox
+//   (the push that makes it non-empty unparks the owner).
 // A worker takes, in order: the injector every 61st tick (fairness), its LIFO
 // slot, its local queue, a batch from the injector, then (as a searcher)
 // half of a random victim's queue. With nothing found it parks.
@@ -163,7 +167,65 @@ void Scheduler::blocking_finished() noexcept {
   }
 }
 
+namespace {
+inline std::uint32_t pin_of(const Fiber* f) noexcept { return f->flags >> Fiber::kPinShift; }
+}  // namespace
+
+void Scheduler::pin_to_current_worker(Fiber* f) noexcept {
+  Worker* w = tls_worker;
+  if (deterministic_ || w == nullptr || w->sched != this) return;
+  f->flags |= static_cast<std::uint32_t>(w->index + 1) << Fiber::kPinShift;
+}
+
+void Scheduler::push_pinned_remote(Fiber* f) noexcept {
+  Worker& owner = *workers_[pin_of(f) - 1];
+  Fiber* head = owner.inbox.load(std::memory_order_relaxed);
+  do {
+    f->next = head;
+  } while (!owner.inbox.compare_exchange_weak(head, f, std::memory_order_release, std::memory_order_relaxed));
+  if (head == nullptr) owner.parker.unpark(*this);
+}
+
+void Scheduler::drain_inbox(Worker& w) noexcept {
+  Fiber* f = w.inbox.exchange(nullptr, std::memory_order_acquire);
+  Fiber* rev = nullptr;  // the stack is newest-first; queue oldest-first
+  while (f != nullptr) {
+    Fiber* next = f->next;
+    f->next = rev;
+    rev = f;
+    f = next;
+  }
+  while (rev != nullptr) {
+    Fiber* next = rev->next;
+    push_local(w, rev);
+    rev = next;
+  }
+}
+
+Fiber* Scheduler::pop_pinned(Worker& w) noexcept {
+  Fiber* f = w.pinned_head;
+  if (f == nullptr) return nullptr;
+  w.pinned_head = f->next;
+  if (w.pinned_head == nullptr) w.pinned_tail = nullptr;
+  f->next = nullptr;
+  return f;
+}
+
 void Scheduler::push_local(Worker& w, Fiber* f) noexcept {
+  if (const std::uint32_t pin = pin_of(f); pin != 0) {
+    if (pin - 1 != w.index) {
+      push_pinned_remote(f);
+      return;
+    }
+    f->next = nullptr;
+    if (w.pinned_tail != nullptr) {
+      w.pinned_tail->next = f;
+    } else {
+      w.pinned_head = f;
+    }
+    w.pinned_tail = f;
+    return;
+  }
   while (!w.local.push(f)) {
     FiberBatch overflow;
     w.local.take_half([&](Fiber* x) { overflow.push(x); });
@@ -185,6 +247,10 @@ void Scheduler::inject(Fiber* f) noexcept {
     workers_[0]->parker.unpark(*this);
     return;
   }
+  if (pin_of(f) != 0) {
+    push_pinned_remote(f);
+    return;
+  }
   injector_.push(f);
   notify_parked();
 }
@@ -193,6 +259,10 @@ void Scheduler::schedule(Fiber* f) noexcept {
   Worker* w = tls_worker;
   if (deterministic_ || w == nullptr || w->sched != this) {
     inject(f);
+    return;
+  }
+  if (const std::uint32_t pin = pin_of(f); pin != 0 && pin - 1 != w->index) {
+    push_pinned_remote(f);
     return;
   }
   Fiber* prev = w->lifo;
@@ -237,8 +307,20 @@ void Scheduler::schedule_batch(FiberBatch& batch) noexcept {
     }
     batch = FiberBatch{};
   } else {
-    // A big fan-out goes to the injector so every worker can take a share.
-    injector_.push_batch(batch);
+    // A big fan-out goes to the injector so every worker can take a share;
+    // pinned fibers go home.
+    FiberBatch shared;
+    for (Fiber* f = batch.head; f != nullptr;) {
+      Fiber* next = f->next;
+      if (pin_of(f) != 0) {
+        push_pinned_remote(f);
+      } else {
+        shared.push(f);
+      }
+      f = next;
+    }
+    batch = FiberBatch{};
+    injector_.push_batch(shared);
   }
   notify_parked();
 }
@@ -260,6 +342,7 @@ Fiber* Scheduler::from_injector(Worker& w) noexcept {
 
 Fiber* Scheduler::next_local(Worker& w) noexcept {
   ++w.tick;
+  if (w.inbox.load(std::memory_order_relaxed) != nullptr) drain_inbox(w);
   if (w.tick % 61 == 0) {
     fire_timers();  // busy workers keep timers firing while nobody drives
     FiberBatch b = injector_.pop(1);
@@ -275,7 +358,10 @@ Fiber* Scheduler::next_local(Worker& w) noexcept {
     push_local(w, f);
   }
   w.lifo_streak = 0;
+  // Pinned and stealable fibers take turns, so neither starves the other.
+  if (w.pinned_head != nullptr && (w.tick & 1) != 0) return pop_pinned(w);
   if (Fiber* f = w.local.pop()) return f;
+  if (Fiber* f = pop_pinned(w)) return f;
   return from_injector(w);
 }
 
@@ -452,6 +538,7 @@ void schedule(Fiber* f) noexcept { f->sched->schedule(f); }
 void schedule_spawn(Fiber* f) noexcept { f->sched->schedule_spawn(f); }
 void schedule_yield(Fiber* f) noexcept { f->sched->schedule_yield(f); }
 void schedule_batch(Scheduler* s, FiberBatch& batch) noexcept { s->schedule_batch(batch); }
+void pin_to_current_worker(Fiber* f) noexcept { f->sched->pin_to_current_worker(f); }
 Fiber* current_fiber() noexcept { return tls_fiber; }
 
 Clock::time_point clock_now() noexcept {

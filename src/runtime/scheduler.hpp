@@ -30,6 +30,11 @@ struct Worker {
   std::size_t index = 0;
   StealQueue<Fiber*> local;
   Fiber* lifo = nullptr;  // owner only
+  // Fibers pinned here (spawn_local): never stolen. Owner-only FIFO, plus
+  // an inbox (a lock-free stack) for wakes from other threads.
+  Fiber* pinned_head = nullptr;
+  Fiber* pinned_tail = nullptr;
+  shim::atomic<Fiber*> inbox{nullptr};
   std::uint32_t tick = 0;
   std::uint32_t lifo_streak = 0;
   bool searching = false;
@@ -54,6 +59,7 @@ class Scheduler {
   void inject(Fiber* f) noexcept;
 
   bool on_own_worker() const noexcept;
+  void pin_to_current_worker(Fiber* f) noexcept;
   std::size_t worker_count() const noexcept { return workers_.size(); }
 
   void add_root(CancelNode* n);
@@ -98,6 +104,9 @@ class Scheduler {
   Fiber* search(Worker& w) noexcept;
   Fiber* from_injector(Worker& w) noexcept;
   void push_local(Worker& w, Fiber* f) noexcept;
+  void push_pinned_remote(Fiber* f) noexcept;
+  void drain_inbox(Worker& w) noexcept;
+  Fiber* pop_pinned(Worker& w) noexcept;
   void notify_parked() noexcept;
   bool work_pending() const noexcept;
   void park(Worker& w) noexcept;

@@ -57,6 +57,7 @@ struct Fiber {
 
   static constexpr std::uint32_t kRetained = 1;  // frame outlives completion (start())
   static constexpr std::uint32_t kLinked = 2;    // in home's fiber list (linked at its first wait)
+  static constexpr unsigned kPinShift = 16;      // flags >> kPinShift: 1 + the worker it is pinned to, or 0
   static constexpr std::uintptr_t kJoinRunning = 0, kJoinDone = 1, kJoinCancelPending = 2;
 
   bool cancelled() const noexcept;
@@ -97,6 +98,9 @@ void schedule(Fiber* f) noexcept;
 void schedule_spawn(Fiber* f) noexcept;
 /// A yield: to the back of the local queue, behind what is ready.
 void schedule_yield(Fiber* f) noexcept;
+/// Pins `f` (not yet scheduled) to the calling worker: it will only ever run
+/// there. No effect off a worker or on the deterministic executor.
+void pin_to_current_worker(Fiber* f) noexcept;
 /// The fiber the current thread is running (null outside a task). Out of
 /// line on purpose: never cache a thread_local across a suspension.
 Fiber* current_fiber() noexcept;

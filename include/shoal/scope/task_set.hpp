@@ -1,0 +1,382 @@
+// Task sets: a scope for children that arrive over time (a task per accepted
+// connection, per stream) with an admission limit. Unlike a Scope, a child's
+// fault does not cancel its siblings; the set keeps the first one.
+#pragma once
+
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory_resource>
+#include <span>
+#include <stdexcept>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/frame_alloc.hpp"
+#include "shoal/runtime/errors.hpp"
+#include "shoal/runtime/task.hpp"
+#include "shoal/scope/cancel.hpp"
+#include "shoal/scope/scope.hpp"
+
+namespace shoal {
+
+/// What `co_await set.spawn(...)` did.
+enum class SpawnStatus {
+  started,        ///< the child was admitted and runs
+  closed,         ///< refused: `close()` was called (or the body returned)
+  out_of_memory,  ///< the child's frame could not be allocated; the set goes on
+};
+
+class TaskSet;
+
+namespace detail {
+template <class F>
+Task<void> run_task_set(std::pmr::memory_resource* resource, std::size_t limit, F body);
+
+template <class X>
+struct IsStringView : std::false_type {};
+template <class C, class Tr>
+struct IsStringView<std::basic_string_view<C, Tr>> : std::true_type {};
+template <class X>
+struct IsSpan : std::false_type {};
+template <class E, std::size_t N>
+struct IsSpan<std::span<E, N>> : std::true_type {};
+template <class X>
+struct IsRefWrapper : std::false_type {};
+template <class X>
+struct IsRefWrapper<std::reference_wrapper<X>> : std::true_type {};
+template <class X>
+inline constexpr bool kIsCharPointer =
+    std::is_pointer_v<X> && (std::is_same_v<std::remove_cv_t<std::remove_pointer_t<X>>, char> ||
+                             std::is_same_v<std::remove_cv_t<std::remove_pointer_t<X>>, char8_t> ||
+                             std::is_same_v<std::remove_cv_t<std::remove_pointer_t<X>>, wchar_t>);
+
+/// A child owns its arguments: anything that only refers to memory the
+/// spawner owns would dangle once the spawner moves on. One assertion per
+/// kind, so the message names what was rejected; the compiler's
+/// "required from" note names the argument.
+template <class A>
+constexpr bool check_owned_arg() {
+  using D = std::decay_t<A>;
+  static_assert(!kIsCharPointer<D>,
+                "shoal::TaskSet::spawn: a string literal or character pointer argument would dangle in the "
+                "child; pass a std::string");
+  static_assert(!std::is_pointer_v<D> || kIsCharPointer<D> || std::is_function_v<std::remove_pointer_t<D>>,
+                "shoal::TaskSet::spawn: a raw pointer argument may dangle in the child; pass the value, a "
+                "std::unique_ptr or a std::shared_ptr");
+  static_assert(!IsStringView<D>::value,
+                "shoal::TaskSet::spawn: a std::string_view argument would dangle in the child; pass a std::string");
+  static_assert(!IsSpan<D>::value,
+                "shoal::TaskSet::spawn: a std::span argument would dangle in the child; pass a std::vector or "
+                "std::array");
+  static_assert(!IsRefWrapper<D>::value,
+                "shoal::TaskSet::spawn: a std::reference_wrapper (std::ref/std::cref) argument would dangle in "
+                "the child; pass a copy or a std::shared_ptr");
+  return true;
+}
+
+template <class F, class... Args>
+constexpr bool check_spawn_args() {
+  static_assert(!TaskType<F>,
+                "shoal::TaskSet::spawn takes a factory (a callable returning a Task), not a Task: the set "
+                "creates the child's frame itself, after admission; write set.spawn([=] { return work(); })");
+  (check_owned_arg<Args>(), ...);
+  return true;
+}
+
+/// Suspends the eagerly started child wrapper until it is launched.
+struct HandOver {
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<>) const noexcept {}
+  void await_resume() const noexcept {}
+};
+
+/// The child wrapper. The spawner runs it up to the hand-over, so the
+/// factory is invoked (and the child's frame allocated) synchronously, in
+/// the set's memory resource; the factory and its arguments then live in
+/// this frame until the child is done, so captures never dangle.
+template <class F, class... Args>
+Task<void> set_child(F f, Args... args) {
+  using R = typename std::invoke_result_t<F&, Args&...>::value_type;
+  auto inner = std::invoke(f, args...);
+  if (!inner) throw std::invalid_argument("shoal::TaskSet::spawn: the factory returned an empty Task");
+  co_await HandOver{};
+  Forward<R> fw{inner.release()};
+  struct Free {
+    std::coroutine_handle<Promise<R>> h;
+    ~Free() { h.destroy(); }
+  } free{fw.h};
+  co_await fw;  // a fault moves into this promise: no extra throw
+}
+
+}  // namespace detail
+
+/// The handle to a running task set, passed to the body.
+/// Thread-safety: `spawn`, `spawn_local` and `try_spawn` only from the task
+/// running the body (and the functions it awaits); a spawn from any other
+/// task throws std::logic_error. `close`, `cancel` and the queries: any thread.
+class TaskSet final : private detail::FiberOwner {
+  // state_: live children << kCountShift | flags.
+  static constexpr std::uint64_t kAdmitWait = 1;      // the body waits for a free slot
+  static constexpr std::uint64_t kJoinWait = 2;       // the body waits for the last child
+  static constexpr std::uint64_t kCancelPending = 4;  // a canceller found the body not yet registered
+  static constexpr std::uint64_t kClosed = 8;
+  static constexpr unsigned kCountShift = 4;
+  static constexpr std::uint64_t kOne = std::uint64_t{1} << kCountShift;
+
+  enum class Outcome : std::uint8_t { admitted, closed, cancelled, waiting, misuse };
+
+  template <class F, class... Args>
+  class SpawnAwaiter;
+
+ public:
+  TaskSet(const TaskSet&) = delete;
+  TaskSet& operator=(const TaskSet&) = delete;
+
+  /// Starts `fn(args...)` as a child that may run on any worker. While
+  /// `limit` children are live, waits for one to finish.
+  /// Returns (when awaited) SpawnStatus::started, ::closed or ::out_of_memory.
+  /// Checkpoint: yes (a cancelled set throws Cancelled, before and after
+  /// waiting). The callable and the decay-copied arguments belong to the
+  /// child; pointer- and view-like arguments are rejected at compile time.
+  /// A fault of the child is kept by the set (the first) and does not cancel
+  /// its siblings. Throws std::logic_error from a task other than the body's.
+  template <class F, class... Args>
+    requires detail::TaskFactory<F, Args...>
+  [[nodiscard]] auto spawn(F&& fn, Args&&... args) {
+    static_assert(detail::check_spawn_args<F, Args...>());
+    return SpawnAwaiter<std::decay_t<F>, std::decay_t<Args>...>(
+        this, false, std::decay_t<F>(std::forward<F>(fn)), std::decay_t<Args>(std::forward<Args>(args))...);
+  }
+
+  /// As `spawn`, but the child always runs on the spawning worker: it is
+  /// never stolen (cheaper queues, the caller's cache stays warm).
+  template <class F, class... Args>
+    requires detail::TaskFactory<F, Args...>
+  [[nodiscard]] auto spawn_local(F&& fn, Args&&... args) {
+    static_assert(detail::check_spawn_args<F, Args...>());
+    return SpawnAwaiter<std::decay_t<F>, std::decay_t<Args>...>(
+        this, true, std::decay_t<F>(std::forward<F>(fn)), std::decay_t<Args>(std::forward<Args>(args))...);
+  }
+
+  /// Starts a child without waiting. False when the set is full, closed or
+  /// cancelled, or when the child's frame could not be allocated (then the
+  /// set's result becomes out-of-memory unless something worse happens).
+  /// Throws std::logic_error from a task other than the body's.
+  template <class F, class... Args>
+    requires detail::TaskFactory<F, Args...>
+  [[nodiscard]] bool try_spawn(F&& fn, Args&&... args) {
+    static_assert(detail::check_spawn_args<F, Args...>());
+    detail::Fiber* f = detail::current_fiber();
+    check_spawner(f);
+    if (f->cancelled() || !try_admit()) return false;
+    return start_child(false, std::decay_t<F>(std::forward<F>(fn)), std::decay_t<Args>(std::forward<Args>(args))...) ==
+           SpawnStatus::started;
+  }
+
+  /// Stops admission without cancelling anything: running children finish,
+  /// later spawns return SpawnStatus::closed (a spawn waiting for a slot
+  /// returns it at once). Idempotent. Any thread.
+  void close() noexcept;
+
+  /// Cancels the body and every child without a fault; the set then returns
+  /// normally (unless a child faulted). Idempotent. Any thread.
+  void cancel() noexcept { node_.cancel(true); }
+
+  bool closed() const noexcept { return (state_.load(std::memory_order_acquire) & kClosed) != 0; }
+  bool cancel_requested() const noexcept { return node_.cancelled.load(std::memory_order_acquire); }
+  /// Children started and not yet finished.
+  std::size_t live() const noexcept { return static_cast<std::size_t>(state_.load(std::memory_order_acquire) >> kCountShift); }
+  std::size_t limit() const noexcept { return static_cast<std::size_t>(limit_); }
+  /// Child faults after the first (each also went to `on_suppressed_fault`).
+  std::size_t suppressed_faults() const noexcept { return suppressed_.load(std::memory_order_relaxed); }
+
+ private:
+  template <class F>
+  friend Task<void> detail::run_task_set(std::pmr::memory_resource* resource, std::size_t limit, F body);
+
+  TaskSet(detail::Fiber* body, std::pmr::memory_resource* resource, std::size_t limit) noexcept;
+
+  std::coroutine_handle<> fiber_done(detail::Fiber& f, detail::PromiseBase& p,
+                                     std::coroutine_handle<> frame) noexcept override;
+
+  void check_spawner(detail::Fiber* f) const;
+  /// Takes a slot if one is free (the body is the only taker).
+  bool try_admit() noexcept;
+  /// Gives back a slot taken by try_admit that no child used.
+  void release_slot() noexcept;
+  Outcome admit_or_wait(detail::Fiber* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept;
+  /// The cancel_wait of a spawn waiting for a slot.
+  bool cancel_admission_wait() noexcept;
+  /// After the body resumed from an admission wait: clears what a canceller left.
+  void clear_cancel_pending() noexcept { state_.fetch_and(~kCancelPending, std::memory_order_acq_rel); }
+  void launch(detail::PromiseBase& p, std::coroutine_handle<> h, bool local) noexcept;
+
+  /// Creates the child (in the set's resource) in a slot already taken and
+  /// launches it. Out of memory: gives the slot back and records it.
+  template <class F, class... Args>
+  SpawnStatus start_child(bool local, F fn, Args... args) {
+    std::coroutine_handle<detail::Promise<void>> h;
+    std::exception_ptr early;
+    try {
+      detail::FrameResourceGuard guard(resource_);
+      h = detail::set_child(std::move(fn), std::move(args)...).release();
+      h.promise().continuation_ = std::noop_coroutine();  // an early throw ends back here
+      h.resume();  // invokes the factory, up to the hand-over
+    } catch (...) {
+      early = std::current_exception();  // the wrapper frame itself
+    }
+    if (h && h.done()) {
+      early = h.promise().error_;
+      h.destroy();
+      h = {};
+    }
+    if (!h) return start_failed(early);
+    h.promise().continuation_ = {};
+    launch(h.promise(), h, local);
+    return SpawnStatus::started;
+  }
+  /// A factory threw before its child could start: bad_alloc is
+  /// out-of-memory; anything else is that child's fault.
+  SpawnStatus start_failed(std::exception_ptr e) noexcept;
+  void child_fault(std::exception_ptr e) noexcept;
+
+  struct JoinAwaiter {
+    TaskSet* s;
+    bool await_ready() const noexcept { return false; }
+    bool await_suspend(std::coroutine_handle<> h) noexcept;
+    void await_resume() const noexcept {}
+  };
+  /// Closes admission and waits for every child (not a checkpoint: a join).
+  JoinAwaiter join_all() noexcept { return JoinAwaiter{this}; }
+  void leave() noexcept;
+  /// The set's result once all are done; rethrows it.
+  void finish(std::exception_ptr body_error);
+
+  detail::CancelNode node_;
+  detail::Fiber* body_;
+  std::pmr::memory_resource* resource_;
+  const std::uint64_t limit_;
+  detail::shim::atomic<std::uint64_t> state_{0};
+  detail::WaitHook* admit_hook_ = nullptr;  // written by the body before it sets kAdmitWait
+  bool out_of_memory_ = false;              // body only
+  detail::shim::atomic<bool> faulted_{false};
+  detail::shim::atomic<bool> first_fault_ready_{false};
+  detail::shim::atomic<bool> cut_off_{false};
+  std::exception_ptr first_fault_;
+  detail::shim::atomic<std::size_t> suppressed_{0};
+};
+
+template <class F, class... Args>
+class TaskSet::SpawnAwaiter final : private detail::WaitHook {
+ public:
+  template <class... A>
+  SpawnAwaiter(TaskSet* set, bool local, A&&... parts) : set_(set), local_(local), parts_(std::forward<A>(parts)...) {}
+  SpawnAwaiter(const SpawnAwaiter&) = delete;
+  SpawnAwaiter& operator=(const SpawnAwaiter&) = delete;
+
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    fiber_ = detail::fiber_of(h);
+    outcome_ = set_->admit_or_wait(fiber_, static_cast<detail::WaitHook*>(this), h);
+    if (outcome_ == Outcome::waiting) return true;  // nothing may touch *this from here on
+    if (outcome_ == Outcome::admitted && detail::consume_budget(fiber_)) {
+      fiber_->resume = h;  // out of budget: yield once, holding the slot
+      detail::schedule_yield(fiber_);
+      return true;
+    }
+    return false;
+  }
+  SpawnStatus await_resume() {
+    if (outcome_ == Outcome::waiting) {
+      set_->clear_cancel_pending();
+      // Woken by a free slot, close() or a cancel: look again. Only the body
+      // takes slots, so a slot freed for us is still free.
+      if (fiber_->cancelled()) {
+        outcome_ = Outcome::cancelled;
+      } else if (set_->closed()) {
+        outcome_ = Outcome::closed;
+      } else {
+        outcome_ = set_->try_admit() ? Outcome::admitted : Outcome::closed;
+      }
+    }
+    switch (outcome_) {
+      case Outcome::misuse:
+        set_->check_spawner(fiber_);
+        throw std::logic_error("shoal::TaskSet::spawn: awaited outside the set's body");
+      case Outcome::cancelled:
+        throw Cancelled{};
+      case Outcome::closed:
+        return SpawnStatus::closed;
+      default:
+        break;
+    }
+    if (fiber_->cancelled()) {  // cancelled while it yielded with a slot
+      set_->release_slot();
+      throw Cancelled{};
+    }
+    return std::apply([this](auto&... p) { return set_->start_child(local_, std::move(p)...); }, parts_);
+  }
+
+ private:
+  bool cancel_wait() noexcept override { return set_->cancel_admission_wait(); }
+
+  TaskSet* set_;
+  bool local_;
+  Outcome outcome_ = Outcome::misuse;
+  detail::Fiber* fiber_ = nullptr;
+  std::tuple<F, Args...> parts_;
+};
+
+namespace detail {
+template <class F>
+Task<void> run_task_set(std::pmr::memory_resource* resource, std::size_t limit, F body) {
+  static_assert(std::is_invocable_v<F&, TaskSet&>, "shoal::task_set: the body must be callable as body(TaskSet&)");
+  static_assert(std::is_same_v<std::invoke_result_t<F&, TaskSet&>, Task<void>>,
+                "shoal::task_set: the body must return shoal::Task<void>");
+  Fiber* f = co_await CurrentFiber{};
+  if (f == nullptr) throw std::logic_error("shoal::task_set: awaited outside a shoal task");
+  if (f->cancelled()) throw Cancelled{};
+  TaskSet set(f, resource, limit);
+  std::exception_ptr body_error;
+  try {
+    co_await body(set);
+  } catch (...) {
+    body_error = std::current_exception();
+  }
+  if (body_error && !is_cancelled_exception(body_error)) set.node_.cancel(true);
+  co_await set.join_all();
+  set.leave();
+  set.finish(std::move(body_error));
+}
+}  // namespace detail
+
+/// Runs `body(set)` on the awaiting task with at most `limit` (0 means 1)
+/// live children, then waits for every child.
+/// Result: the body's fault if any, else the first child fault, else
+/// std::bad_alloc if a child's frame could not be allocated, else success.
+/// The body's fault, `set.cancel()` or a cancellation from outside cancels
+/// every child; an outside cancellation then surfaces as Cancelled (so an
+/// enclosing `with_timeout` reports TimedOut). Checkpoint: yes.
+template <class F>
+Task<void> task_set(std::size_t limit, F body) {
+  return detail::run_task_set(nullptr, limit, std::move(body));
+}
+
+/// `task_set` whose child frames (the factory's Task and the wrapper that
+/// owns the factory) come from `resource`; tasks a child awaits allocate as
+/// usual. A failed allocation makes that spawn report out-of-memory.
+/// Throws std::invalid_argument for a null resource.
+template <class F>
+Task<void> task_set(std::pmr::memory_resource* resource, std::size_t limit, F body) {
+  if (resource == nullptr) throw std::invalid_argument("shoal::task_set: the memory resource is null");
+  return detail::run_task_set(resource, limit, std::move(body));
+}
+
+}  // namespace shoal

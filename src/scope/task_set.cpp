@@ -1,0 +1,211 @@
+// Task-set admission, child completion and the set's result.
+//
+// One word, state_, holds the live-children count and the body's wait:
+// only the body takes slots, and it is the only task that can wait on the
+// set, so "a slot is free" stays true once seen and a single waiter bit is
+// enough. Whoever clears kAdmitWait (a finishing child, close(), or a
+// canceller through cancel_wait) owns the body's wake. A canceller that
+// finds the body published but not yet registered leaves kCancelPending, so
+// the body's registration fails instead of sleeping through the cancel
+// (the same shape as a JoinHandle's kJoinCancelPending).
+#include "shoal/scope/task_set.hpp"
+
+#include <new>
+
+#include "src/runtime/scheduler.hpp"
+
+namespace shoal {
+
+TaskSet::TaskSet(detail::Fiber* body, std::pmr::memory_resource* resource, std::size_t limit) noexcept
+    : body_(body), resource_(resource), limit_(limit == 0 ? 1 : limit) {
+  detail::CancelNode* parent = body->node.load(std::memory_order_relaxed);
+  node_.attach(parent, body, parent->sched);
+  body->node.store(&node_, std::memory_order_relaxed);
+}
+
+void TaskSet::check_spawner(detail::Fiber* f) const {
+  if (f == nullptr) throw std::logic_error("shoal::TaskSet::spawn: called outside a shoal task");
+  if (f != body_) {
+    throw std::logic_error(
+        "shoal::TaskSet::spawn: called from a task other than the set's body; only the body (and the functions "
+        "it awaits) may spawn into a set, children must not capture the TaskSet handle");
+  }
+}
+
+bool TaskSet::try_admit() noexcept {
+  std::uint64_t v = state_.load(std::memory_order_relaxed);
+  for (;;) {
+    if ((v & kClosed) != 0 || (v >> kCountShift) >= limit_) return false;
+    if (state_.compare_exchange_weak(v, v + kOne, std::memory_order_acq_rel, std::memory_order_relaxed)) return true;
+  }
+}
+
+void TaskSet::release_slot() noexcept {
+  // The body holds the slot, so nobody waits on the set (the join starts
+  // only after the body returned): a plain decrement.
+  state_.fetch_sub(kOne, std::memory_order_acq_rel);
+}
+
+TaskSet::Outcome TaskSet::admit_or_wait(detail::Fiber* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept {
+  if (f != body_) return Outcome::misuse;
+  if (f->cancelled()) return Outcome::cancelled;
+  if (try_admit()) return Outcome::admitted;
+  if (closed()) return Outcome::closed;
+  f->resume = h;
+  admit_hook_ = hook;
+  // A mark left by a canceller of an earlier wait (no hook is armed now, so
+  // nobody sets it concurrently).
+  if ((state_.load(std::memory_order_relaxed) & kCancelPending) != 0) clear_cancel_pending();
+  if (!detail::arm_wait(f, hook)) return Outcome::cancelled;
+  std::uint64_t v = state_.load(std::memory_order_acquire);
+  for (;;) {
+    if ((v & kCancelPending) != 0) {
+      state_.fetch_and(~kCancelPending, std::memory_order_acq_rel);
+      detail::disarm_wait(f, hook);
+      return Outcome::cancelled;
+    }
+    if ((v & kClosed) != 0) {
+      detail::disarm_wait(f, hook);
+      return Outcome::closed;
+    }
+    if ((v >> kCountShift) < limit_) {
+      if (state_.compare_exchange_weak(v, v + kOne, std::memory_order_acq_rel)) {
+        detail::disarm_wait(f, hook);
+        return Outcome::admitted;
+      }
+      continue;
+    }
+    if (state_.compare_exchange_weak(v, v | kAdmitWait, std::memory_order_acq_rel)) return Outcome::waiting;
+  }
+}
+
+bool TaskSet::cancel_admission_wait() noexcept {
+  std::uint64_t v = state_.load(std::memory_order_acquire);
+  for (;;) {
+    if ((v & kAdmitWait) != 0) {
+      if (state_.compare_exchange_weak(v, v & ~kAdmitWait, std::memory_order_acq_rel)) return true;
+    } else if (state_.compare_exchange_weak(v, v | kCancelPending, std::memory_order_acq_rel)) {
+      return false;  // not registered yet (its CAS fails), or already woken
+    }
+  }
+}
+
+void TaskSet::close() noexcept {
+  std::uint64_t v = state_.load(std::memory_order_acquire);
+  for (;;) {
+    if ((v & kClosed) != 0) return;
+    if (state_.compare_exchange_weak(v, (v | kClosed) & ~kAdmitWait, std::memory_order_acq_rel)) break;
+  }
+  if ((v & kAdmitWait) != 0) {  // we own the waiting body's wake
+    detail::disarm_wait(body_, admit_hook_);
+    detail::schedule(body_);
+  }
+}
+
+void TaskSet::launch(detail::PromiseBase& p, std::coroutine_handle<> h, bool local) noexcept {
+  detail::Fiber& cf = p.own_fiber_;
+  cf.sched = node_.sched;
+  cf.owner = this;
+  cf.node.store(&node_, std::memory_order_relaxed);
+  cf.home = &node_;
+  cf.resume = h;
+  cf.flags = 0;
+  p.fiber_ = &cf;
+  if (local) detail::pin_to_current_worker(&cf);
+  detail::schedule_spawn(&cf);
+}
+
+SpawnStatus TaskSet::start_failed(std::exception_ptr e) noexcept {
+  release_slot();
+  bool oom = false;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::bad_alloc&) {
+    oom = true;
+  } catch (...) {
+  }
+  if (oom) {
+    out_of_memory_ = true;
+    return SpawnStatus::out_of_memory;
+  }
+  // The factory itself threw: that is the child's fault (it never ran).
+  child_fault(std::move(e));
+  return SpawnStatus::started;
+}
+
+void TaskSet::child_fault(std::exception_ptr e) noexcept {
+  if (!faulted_.exchange(true, std::memory_order_acq_rel)) {
+    first_fault_ = std::move(e);
+    first_fault_ready_.store(true, std::memory_order_release);
+  } else {
+    suppressed_.fetch_add(1, std::memory_order_relaxed);
+    detail::report_suppressed_fault(node_.sched, e);
+  }
+}
+
+std::coroutine_handle<> TaskSet::fiber_done(detail::Fiber& f, detail::PromiseBase& p,
+                                            std::coroutine_handle<> frame) noexcept {
+  if (p.error_) {
+    if (!detail::is_cancelled_exception(p.error_)) {
+      child_fault(p.error_);
+    } else {
+      cut_off_.store(true, std::memory_order_relaxed);  // the join's acquire publishes it
+    }
+  }
+  if ((f.flags & detail::Fiber::kLinked) != 0) node_.remove_fiber(&f);
+  frame.destroy();  // reaped at once: memory does not grow with children ever started
+  detail::Fiber* body = body_;
+  std::uint64_t v = state_.load(std::memory_order_relaxed);
+  std::uint64_t next;
+  bool wake_admit, wake_join;
+  do {
+    next = v - kOne;
+    wake_admit = (v & kAdmitWait) != 0;
+    wake_join = (v & kJoinWait) != 0 && (next >> kCountShift) == 0;
+    if (wake_admit) next &= ~kAdmitWait;
+    if (wake_join) next &= ~kJoinWait;
+  } while (!state_.compare_exchange_weak(v, next, std::memory_order_acq_rel, std::memory_order_relaxed));
+  // Last touch of *this unless we wake the body, which cannot leave before.
+  if (wake_admit) detail::disarm_wait(body, admit_hook_);
+  if (wake_admit || wake_join) detail::schedule(body);
+  return std::noop_coroutine();
+}
+
+bool TaskSet::JoinAwaiter::await_suspend(std::coroutine_handle<> h) noexcept {
+  s->body_->resume = h;
+  std::uint64_t v = s->state_.load(std::memory_order_acquire);
+  for (;;) {
+    if ((v >> kCountShift) == 0) {
+      if (s->state_.compare_exchange_weak(v, v | kClosed, std::memory_order_acq_rel)) return false;
+    } else if (s->state_.compare_exchange_weak(v, v | kClosed | kJoinWait, std::memory_order_acq_rel)) {
+      return true;
+    }
+  }
+}
+
+void TaskSet::leave() noexcept {
+  node_.detach();
+  body_->node.store(node_.parent, std::memory_order_relaxed);
+}
+
+void TaskSet::finish(std::exception_ptr body_error) {
+  const bool body_cancelled = body_error && detail::is_cancelled_exception(body_error);
+  if (body_error && !body_cancelled) {
+    // The body's fault wins; a child fault it displaced is reported, not lost.
+    if (first_fault_) {
+      suppressed_.fetch_add(1, std::memory_order_relaxed);
+      detail::report_suppressed_fault(node_.sched, first_fault_);
+    }
+    std::rethrow_exception(body_error);
+  }
+  if (first_fault_) std::rethrow_exception(first_fault_);
+  const bool absorbed = node_.self_cancelled.load(std::memory_order_acquire);
+  // A cancellation from outside surfaces as Cancelled (an enclosing
+  // with_timeout turns it into TimedOut), whether it reached the body or
+  // only cut a child off.
+  if (!absorbed && (body_cancelled || cut_off_.load(std::memory_order_relaxed))) std::rethrow_exception(
+      body_cancelled ? body_error : std::make_exception_ptr(Cancelled{}));
+  if (out_of_memory_) throw std::bad_alloc();
+}
+
+}  // namespace shoal
