@@ -17,7 +17,7 @@
 namespace shoal {
 
 TaskSet::TaskSet(detail::Fiber* body, std::pmr::memory_resource* resource, std::size_t limit) noexcept
-    : body_(body), resource_(resource), limit_(limit == 0 ? 1 : limit) {
+    : body_(body), resource_(resource), serialized_(resource), limit_(limit == 0 ? 1 : limit) {
   detail::CancelNode* parent = body->node.load(std::memory_order_relaxed);
   node_.attach(parent, body, parent->sched);
   body->node.store(&node_, std::memory_order_relaxed);

@@ -292,13 +292,13 @@ class FailingResource final : public std::pmr::memory_resource {
 // (6) A failing resource: spawns report out-of-memory, the set goes on, the
 // result is out-of-memory, nothing leaks.
 SHOAL_TEST(TaskSetTest, FailingResourceMakesSpawnsReportOutOfMemoryAndTheSetGoesOn) {
-  FailingResource res(6);  // three children: two frames each
+  FailingResource res(6);
   std::atomic<int> ran{0};
   std::vector<SpawnStatus> statuses;
   std::atomic<int> after_oom{0};
   EXPECT_THROW(co_await shoal::task_set(&res, 4, [&](TaskSet& set) -> Task<void> {
                  for (int i = 0; i < 8; ++i) {
-                   statuses.push_back(co_await set.spawn([&ran, i]() -> Task<void> {
+                   statuses.push_back(co_await set.spawn([&ran]() -> Task<void> {
                      ran.fetch_add(1);
                      co_return;
                    }));
@@ -307,14 +307,20 @@ SHOAL_TEST(TaskSetTest, FailingResourceMakesSpawnsReportOutOfMemoryAndTheSetGoes
                }),
                std::bad_alloc);
   SHOAL_CO_ASSERT(statuses.size() == 8u);
+  // One or two frames per child (clang may fold the factory's frame into
+  // the wrapper), so a budget of 6 admits 3 to 6 children; the rest fail.
   int started = 0, oom = 0;
-  for (auto s : statuses) {
-    started += s == SpawnStatus::started;
-    oom += s == SpawnStatus::out_of_memory;
+  for (std::size_t i = 0; i < statuses.size(); ++i) {
+    if (statuses[i] == SpawnStatus::started) {
+      ++started;
+      EXPECT_EQ(oom, 0) << "a spawn succeeded after the resource was exhausted";
+    }
+    oom += statuses[i] == SpawnStatus::out_of_memory;
   }
-  EXPECT_EQ(started, 3);
-  EXPECT_EQ(oom, 5);
-  EXPECT_EQ(ran.load(), 3);
+  EXPECT_GE(started, 3);
+  EXPECT_LE(started, 6);
+  EXPECT_EQ(started + oom, 8);
+  EXPECT_EQ(ran.load(), started);
   EXPECT_EQ(after_oom.load(), 1);
   EXPECT_EQ(res.live(), 0) << "a child frame leaked";
   EXPECT_GE(res.allocations(), 8);
@@ -325,7 +331,10 @@ SHOAL_TEST(TaskSetTest, ChildFramesComeFromTheResource) {
   co_await shoal::task_set(&res, 4, [&](TaskSet& set) -> Task<void> {
     for (int i = 0; i < 10; ++i) (void)co_await set.spawn([]() -> Task<void> { co_return; });
   });
-  EXPECT_EQ(res.allocations(), 20) << "expected two frames per child (wrapper and the factory's task)";
+  // The wrapper that owns the factory and the factory's task; clang may
+  // fold the second into the first.
+  EXPECT_GE(res.allocations(), 10);
+  EXPECT_LE(res.allocations(), 20);
   EXPECT_EQ(res.live(), 0);
 }
 
@@ -425,9 +434,9 @@ SHOAL_TEST(TaskSetTest, SpawnAfterCancelFailsFastAndTheSetReturnsNormally) {
 }
 
 SHOAL_TEST(TaskSetTest, ALimitOfZeroMeansOne) {
+  shoal::test::ManualEvent release;  // outlives the set: the child waits on it after the body returned
   co_await shoal::task_set(0, [&](TaskSet& set) -> Task<void> {
     EXPECT_EQ(set.limit(), 1u);
-    shoal::test::ManualEvent release;
     EXPECT_TRUE(set.try_spawn([&]() -> Task<void> { co_await release.wait(); }));
     EXPECT_FALSE(set.try_spawn([]() -> Task<void> { co_return; }));
     release.set();

@@ -18,6 +18,7 @@
 
 #include "shoal/detail/fiber.hpp"
 #include "shoal/detail/frame_alloc.hpp"
+#include "shoal/detail/spin_lock.hpp"
 #include "shoal/runtime/errors.hpp"
 #include "shoal/runtime/task.hpp"
 #include "shoal/scope/cancel.hpp"
@@ -88,6 +89,33 @@ constexpr bool check_spawn_args() {
   (check_owned_arg<Args>(), ...);
   return true;
 }
+
+/// Serializes a task set's use of its memory resource: children are created
+/// on the body's worker and freed on whichever worker they finish, so an
+/// unsynchronized resource (a pool, an arena) is safe to hand to a set.
+class SerializedResource final : public std::pmr::memory_resource {
+ public:
+  explicit SerializedResource(std::pmr::memory_resource* upstream) noexcept : upstream_(upstream) {}
+
+ private:
+  struct Hold {
+    SpinLock& l;
+    explicit Hold(SpinLock& lock) noexcept : l(lock) { l.lock(); }
+    ~Hold() { l.unlock(); }
+  };
+  void* do_allocate(std::size_t bytes, std::size_t align) override {
+    Hold h(lock_);
+    return upstream_->allocate(bytes, align);
+  }
+  void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
+    Hold h(lock_);
+    upstream_->deallocate(p, bytes, align);
+  }
+  bool do_is_equal(const std::pmr::memory_resource& o) const noexcept override { return this == &o; }
+
+  std::pmr::memory_resource* upstream_;
+  SpinLock lock_;
+};
 
 /// Suspends the eagerly started child wrapper until it is launched.
 struct HandOver {
@@ -224,7 +252,7 @@ class TaskSet final : private detail::FiberOwner {
     std::coroutine_handle<detail::Promise<void>> h;
     std::exception_ptr early;
     try {
-      detail::FrameResourceGuard guard(resource_);
+      detail::FrameResourceGuard guard(resource_ != nullptr ? &serialized_ : nullptr);
       h = detail::set_child(std::move(fn), std::move(args)...).release();
       h.promise().continuation_ = std::noop_coroutine();  // an early throw ends back here
       h.resume();  // invokes the factory, up to the hand-over
@@ -261,6 +289,7 @@ class TaskSet final : private detail::FiberOwner {
   detail::CancelNode node_;
   detail::Fiber* body_;
   std::pmr::memory_resource* resource_;
+  detail::SerializedResource serialized_;  // what child frames actually come from
   const std::uint64_t limit_;
   detail::shim::atomic<std::uint64_t> state_{0};
   detail::WaitHook* admit_hook_ = nullptr;  // written by the body before it sets kAdmitWait
@@ -284,8 +313,10 @@ class TaskSet::SpawnAwaiter final : private detail::WaitHook {
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {
     fiber_ = detail::fiber_of(h);
-    outcome_ = set_->admit_or_wait(fiber_, static_cast<detail::WaitHook*>(this), h);
-    if (outcome_ == Outcome::waiting) return true;  // nothing may touch *this from here on
+    outcome_ = Outcome::waiting;  // before registering: the waker may resume us at once
+    const Outcome o = set_->admit_or_wait(fiber_, static_cast<detail::WaitHook*>(this), h);
+    if (o == Outcome::waiting) return true;  // nothing may touch *this from here on
+    outcome_ = o;
     if (outcome_ == Outcome::admitted && detail::consume_budget(fiber_)) {
       fiber_->resume = h;  // out of budget: yield once, holding the slot
       detail::schedule_yield(fiber_);
@@ -371,7 +402,9 @@ Task<void> task_set(std::size_t limit, F body) {
 
 /// `task_set` whose child frames (the factory's Task and the wrapper that
 /// owns the factory) come from `resource`; tasks a child awaits allocate as
-/// usual. A failed allocation makes that spawn report out-of-memory.
+/// usual. A failed allocation makes that spawn report out-of-memory. The set
+/// serializes its calls into `resource` (children finish on any worker), so
+/// an unsynchronized pool is fine; it must outlive the set.
 /// Throws std::invalid_argument for a null resource.
 template <class F>
 Task<void> task_set(std::pmr::memory_resource* resource, std::size_t limit, F body) {
