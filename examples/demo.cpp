@@ -4,6 +4,9 @@
 //  2. Spawn+join throughput of 200,000 trivial tasks.
 //  3. A deadline cutting off slow work, which unwinds before the deadline returns.
 //  4. A channel pipeline: producer -> 4 workers -> consumer.
+//  5. A task set standing in for a server: "connections" arrive on a
+//     channel, one task each, at most 64 live; a failing one does not stop
+//     the others, and the set reports it once everything is done.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -110,6 +113,46 @@ shoal::Task<void> channel_pipeline() {
               kItems, ms, kItems / ms / 1e3, sum == kItems * (kItems + 1) ? "correct" : "WRONG");
 }
 
+shoal::Task<void> serve_connections(shoal::TaskSet& set, shoal::Channel<int>& accepted, std::atomic<int>& live,
+                                    std::atomic<int>& peak, std::atomic<int>& served) {
+  while (auto conn = co_await accepted.recv()) {
+    (void)co_await set.spawn([&, id = *conn]() -> shoal::Task<void> {
+      int now = live.fetch_add(1) + 1;
+      for (int p = peak.load(); now > p && !peak.compare_exchange_weak(p, now);) {
+      }
+      co_await shoal::sleep_for(std::chrono::microseconds(50 + id % 200));  // the "request"
+      live.fetch_sub(1);
+      if (id == 777) throw std::runtime_error("connection 777 sent garbage");
+      served.fetch_add(1);
+    });
+  }
+}
+
+shoal::Task<void> task_set_server() {
+  constexpr int kConnections = 20'000;
+  constexpr std::size_t kLimit = 64;
+  std::atomic<int> live{0}, peak{0}, served{0};
+  shoal::Channel<int> accepted(16);
+  const auto t0 = Clock::now();
+  try {
+    co_await shoal::scope([&](shoal::Scope& s) -> shoal::Task<void> {
+      s.spawn([&]() -> shoal::Task<void> {  // the "listener"
+        for (int i = 0; i < kConnections; ++i) co_await accepted.send(i);
+        accepted.close();
+      });
+      co_await shoal::task_set(kLimit, [&](shoal::TaskSet& set) -> shoal::Task<void> {
+        co_await serve_connections(set, accepted, live, peak, served);
+      });
+    });
+  } catch (const std::exception& e) {
+    std::printf("5. task set: %d of %d connections served in %.1f ms, at most %d live (limit %zu);\n"
+                "   the set reported the one failure after all finished: \"%s\"\n",
+                served.load(), kConnections, ms_since(t0), peak.load(), kLimit, e.what());
+    co_return;
+  }
+  std::printf("5. task set: WRONG: the failing connection was not reported\n");
+}
+
 }  // namespace
 
 int main() {
@@ -119,4 +162,5 @@ int main() {
   rt.block_on(spawn_throughput());
   rt.block_on(deadline_cuts_off_slow_work());
   rt.block_on(channel_pipeline());
+  rt.block_on(task_set_server());
 }
