@@ -3,13 +3,15 @@
 //  - when it completes without waiting it still yields at least once per
 //    cooperative budget (a sibling on the same single worker gets to run);
 //  - non-suspending calls neither throw Cancelled nor yield.
-// Later awaitables (task sets, I/O, sync) add one row each.
+// Task-set entry is a row; admission (spawn) needs a running set, so it has
+// tests of its own below. Later awaitables (I/O, sync) add one row each.
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "support/manual_event.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -17,7 +19,9 @@ namespace {
 using namespace std::chrono_literals;
 using shoal::Channel;
 using shoal::Scope;
+using shoal::SpawnStatus;
 using shoal::Task;
+using shoal::TaskSet;
 
 struct Row {
   std::string name;
@@ -92,6 +96,14 @@ std::vector<Row> rows(Channel<int>& roomy, Channel<int>& full, Channel<int>& hol
          }());
        },
        [&] { return !child_ran; }},
+      {"task set entry",
+       [&](Scope&) -> Task<void> {
+         co_await shoal::task_set(4, [&](TaskSet&) -> Task<void> {
+           child_ran = true;
+           co_return;
+         });
+       },
+       [&] { return !child_ran; }},
       {"start_ready",
        [&](Scope& s) -> Task<void> {
          (void)co_await s.start_ready<int>([&](shoal::Ready<int>& ready) -> Task<void> {
@@ -125,42 +137,191 @@ TEST(CheckpointContract, EveryAwaitableThrowsInACancelledScopeWithoutSideEffects
   }
 }
 
+Task<void> count_run(std::atomic<int>& ran) {
+  ran.fetch_add(1);
+  co_return;
+}
+
+// Task-set admission is a checkpoint, but a cancelled scope cannot enter a
+// set, so these rows cancel a set already running: by set.cancel() or by the
+// enclosing scope. The spawn throws Cancelled before invoking the factory or
+// taking a slot, whether or not a slot is free; the set then returns normally
+// after its own cancel and surfaces Cancelled after an outside one.
+TEST(CheckpointContract, SpawnInACancelledTaskSetThrowsWithoutStartingAChild) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "task set admission");
+  enum class Kind { spawn, spawn_local, spawn_when_full };
+  enum class By { set_cancel, scope_cancel };
+  enum class End { none, normal, cancelled };
+  for (Kind kind : {Kind::spawn, Kind::spawn_local, Kind::spawn_when_full}) {
+    for (By by : {By::set_cancel, By::scope_cancel}) {
+      const std::string name = std::string(kind == Kind::spawn         ? "spawn"
+                                            : kind == Kind::spawn_local ? "spawn_local"
+                                                                        : "spawn when full") +
+                               (by == By::set_cancel ? " after set.cancel()" : " after the scope's cancel");
+      std::atomic<int> factory_calls{0}, children_ran{0};
+      bool threw = false, went_on = false;
+      std::size_t live_before = 0, live_after = 0;
+      End end = End::none;
+      shoal::test::ManualEvent never;
+      shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
+        try {
+          co_await shoal::task_set(1, [&](TaskSet& set) -> Task<void> {
+            if (kind == Kind::spawn_when_full) {
+              EXPECT_EQ(co_await set.spawn([&]() -> Task<void> { co_await never.wait(); }), SpawnStatus::started);
+            }
+            if (by == By::set_cancel) {
+              set.cancel();
+            } else {
+              s.cancel();
+            }
+            const auto factory = [&] {
+              factory_calls.fetch_add(1);
+              return count_run(children_ran);
+            };
+            live_before = set.live();
+            try {
+              if (kind == Kind::spawn_local) {
+                (void)co_await set.spawn_local(factory);
+              } else {
+                (void)co_await set.spawn(factory);
+              }
+              went_on = true;
+            } catch (const shoal::Cancelled&) {
+              threw = true;
+              live_after = set.live();
+              throw;
+            }
+          });
+          end = End::normal;
+        } catch (const shoal::Cancelled&) {
+          end = End::cancelled;
+        }
+      }));
+      EXPECT_TRUE(threw) << name << ": not a cancel point";
+      EXPECT_FALSE(went_on) << name;
+      EXPECT_EQ(factory_calls.load(), 0) << name << ": the factory was invoked";
+      EXPECT_EQ(children_ran.load(), 0) << name << ": a child ran";
+      EXPECT_LE(live_after, live_before) << name << ": a slot was taken";
+      EXPECT_EQ(end, by == By::set_cancel ? End::normal : End::cancelled)
+          << name << ": a set returns normally after its own cancel and throws Cancelled after an outside one";
+    }
+  }
+}
+
+// A spawn with a free slot takes it, then yields when the budget runs out.
+// Cancelled during that yield, it throws Cancelled, invokes no factory and
+// gives the slot back (else the set could never finish joining). On one
+// worker the body only suspends inside a spawn, so the sibling's cancel
+// lands in exactly that yield.
+TEST(CheckpointContract, CancelDuringASpawnsBudgetYieldGivesItsSlotBack) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "budget yield cancel");
+  constexpr int kSpawns = 1000;
+  std::atomic<int> factory_calls{0}, ran{0};
+  int started = 0;
+  bool in_spawn = false, cancelled_in_spawn = false, spawn_threw = false, set_cancelled = false;
+  shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
+               s.spawn([&]() -> Task<void> {
+                 while (!in_spawn) co_await shoal::checkpoint();
+                 cancelled_in_spawn = true;
+                 s.cancel();
+               });
+               try {
+                 co_await shoal::task_set(kSpawns, [&](TaskSet& set) -> Task<void> {
+                   try {
+                     for (int i = 0; i < kSpawns; ++i) {
+                       in_spawn = true;
+                       const SpawnStatus st = co_await set.spawn([&] {
+                         factory_calls.fetch_add(1);
+                         return count_run(ran);
+                       });
+                       in_spawn = false;
+                       started += st == SpawnStatus::started ? 1 : 0;
+                     }
+                   } catch (const shoal::Cancelled&) {
+                     spawn_threw = true;
+                   }
+                   in_spawn = false;
+                   // Shielded: let every admitted child finish, then count.
+                   co_await shoal::shielded([&]() -> Task<void> {
+                     for (int i = 0; i < 100 * kSpawns && set.live() != 0; ++i) co_await shoal::checkpoint();
+                   }());
+                   // Checked here: with a slot kept, the set's join below never ends.
+                   EXPECT_EQ(set.live(), 0u) << "the cancelled spawn kept its slot";
+                   if (spawn_threw) throw shoal::Cancelled{};
+                 });
+               } catch (const shoal::Cancelled&) {
+                 set_cancelled = true;
+               }
+             }),
+             shoal::RuntimeOptions::with_workers(1));
+  EXPECT_TRUE(cancelled_in_spawn) << "the cancel did not land inside a spawn";
+  EXPECT_TRUE(spawn_threw) << "a spawn cancelled in its budget yield did not throw";
+  EXPECT_LT(started, kSpawns);
+  EXPECT_EQ(factory_calls.load(), started) << "the cancelled spawn invoked its factory";
+  EXPECT_TRUE(set_cancelled) << "a set cancelled from outside returned normally";
+}
+
 // On one worker, 1,000 awaits that never need to wait must still let a
 // sibling run (budget ~128): count-based, no timing.
 TEST(CheckpointContract, AwaitsThatNeedNotWaitStillYieldPerBudget) {
   shoal::test::Watchdog dog(shoal::test::kWatchdog, "budget");
   constexpr int kOps = 1000;
-  // Each case prepares, then runs kOps awaits that complete at once.
+  using Op = std::function<Task<void>()>;
+  using Measure = std::function<Task<void>(Op)>;
+  // Each case prepares, then has `measure` run kOps awaits of `op` that
+  // complete at once (from wherever the op may be awaited: a set's body).
   struct Case {
     const char* name;
-    std::function<Task<void>(Scope&, std::function<Task<void>()>&)> prepare;
+    std::function<Task<void>(Scope&, const Measure&)> run;
   };
   Channel<int> ch(2 * kOps);
   std::vector<shoal::JoinHandle<int>> handles;
+  int refused = 0;
   const std::vector<Case> cases = {
       {"channel send then recv",
-       [&](Scope&, std::function<Task<void>()>& op) -> Task<void> {
-         op = [&]() -> Task<void> {
+       [&](Scope&, const Measure& measure) -> Task<void> {
+         co_await measure([&]() -> Task<void> {
            co_await ch.send(1);
            (void)co_await ch.recv();
-         };
-         co_return;
+         });
        }},
       {"join handle of a finished child",
-       [&](Scope& s, std::function<Task<void>()>& op) -> Task<void> {
+       [&](Scope& s, const Measure& measure) -> Task<void> {
          handles.clear();
          for (int i = 0; i < kOps; ++i) handles.push_back(s.start([]() -> Task<int> { co_return 1; }));
          for (auto& h : handles) {
            while (!h.done()) co_await shoal::checkpoint();  // all finished before we measure
          }
          std::size_t next = 0;
-         op = [&, next]() mutable -> Task<void> { (void)co_await handles[next++]; };
+         co_await measure([&]() -> Task<void> { (void)co_await handles[next++]; });
+       }},
+      {"task set spawn with a free slot",
+       [&](Scope&, const Measure& measure) -> Task<void> {
+         co_await shoal::task_set(kOps, [&](TaskSet& set) -> Task<void> {
+           co_await measure([&]() -> Task<void> {
+             if (co_await set.spawn([]() -> Task<void> { co_return; }) != SpawnStatus::started) ++refused;
+           });
+         });
+       }},
+      {"task set spawn_local with a free slot",
+       [&](Scope&, const Measure& measure) -> Task<void> {
+         co_await shoal::task_set(kOps, [&](TaskSet& set) -> Task<void> {
+           co_await measure([&]() -> Task<void> {
+             if (co_await set.spawn_local([]() -> Task<void> { co_return; }) != SpawnStatus::started) ++refused;
+           });
+         });
        }},
   };
   for (const auto& c : cases) {
     long sibling_runs = 0;
     bool done = false;
     long during = -1;
+    refused = 0;
+    const Measure measure = [&](Op op) -> Task<void> {
+      const long before = sibling_runs;
+      for (int i = 0; i < kOps; ++i) co_await op();
+      during = sibling_runs - before;
+    };
     shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
                  s.spawn([&]() -> Task<void> {
                    while (!done) {
@@ -168,14 +329,11 @@ TEST(CheckpointContract, AwaitsThatNeedNotWaitStillYieldPerBudget) {
                      co_await shoal::checkpoint();
                    }
                  });
-                 std::function<Task<void>()> op;
-                 co_await c.prepare(s, op);
-                 const long before = sibling_runs;
-                 for (int i = 0; i < kOps; ++i) co_await op();
-                 during = sibling_runs - before;
+                 co_await c.run(s, measure);
                  done = true;
                }),
                shoal::RuntimeOptions::with_workers(1));
+    EXPECT_EQ(refused, 0) << c.name << ": an await that should complete at once was refused";
     // ~kOps/128 budget yields; each lets the sibling run once.
     EXPECT_GE(during, kOps / 128 - 1) << c.name << ": starved its sibling";
   }
@@ -192,6 +350,63 @@ TEST(CheckpointContract, NonSuspendingCallsNeitherThrowNorYield) {
     co_return;
   }));
   EXPECT_TRUE(flag);
+}
+
+// A set's non-suspending calls, on one worker: try_spawn invokes the factory
+// but runs no child inline and lets nothing else run; once the scope is
+// cancelled it refuses without throwing or invoking the factory; close() and
+// the queries neither throw nor yield.
+TEST(CheckpointContract, TaskSetNonSuspendingCallsNeitherThrowNorYield) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "task set non-suspending calls");
+  int factory_calls = 0, sibling_runs = 0;
+  std::atomic<int> ran{0};
+  bool stop = false, set_cancelled = false;
+  shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
+               s.spawn([&]() -> Task<void> {
+                 while (!stop) {
+                   ++sibling_runs;
+                   co_await shoal::checkpoint();
+                 }
+               });
+               co_await shoal::checkpoint();  // the sibling is running
+               try {
+                 co_await shoal::task_set(2, [&](TaskSet& set) -> Task<void> {
+                   const int sibling_before = sibling_runs;
+                   const auto factory = [&] {
+                     ++factory_calls;
+                     return count_run(ran);
+                   };
+                   EXPECT_TRUE(set.try_spawn(factory));
+                   EXPECT_TRUE(set.try_spawn(factory));
+                   EXPECT_FALSE(set.try_spawn(factory)) << "admitted past the limit";
+                   EXPECT_EQ(factory_calls, 2);
+                   EXPECT_EQ(ran.load(), 0) << "try_spawn ran a child inline";
+                   EXPECT_EQ(set.live(), 2u);
+                   EXPECT_EQ(sibling_runs, sibling_before) << "try_spawn yielded";
+                   stop = true;
+                   s.cancel();
+                   EXPECT_TRUE(set.cancel_requested());
+                   EXPECT_TRUE(shoal::this_task::cancellation_requested());
+                   for (int i = 0; i < 100; ++i) EXPECT_FALSE(set.try_spawn(factory)) << "admitted after cancel";
+                   EXPECT_EQ(factory_calls, 2) << "a cancelled set invoked a factory";
+                   EXPECT_FALSE(set.closed());
+                   set.close();
+                   set.close();
+                   EXPECT_TRUE(set.closed());
+                   // A yield would have let the two children run and leave.
+                   EXPECT_EQ(set.live(), 2u) << "a non-suspending call yielded";
+                   EXPECT_EQ(set.limit(), 2u);
+                   EXPECT_EQ(set.suppressed_faults(), 0u);
+                   co_return;
+                 });
+               } catch (const shoal::Cancelled&) {
+                 set_cancelled = true;
+               }
+             }),
+             shoal::RuntimeOptions::with_workers(1));
+  EXPECT_EQ(factory_calls, 2);
+  // A child the cancel cut off makes the set report Cancelled: none is lost.
+  EXPECT_TRUE(ran.load() == 2 || set_cancelled) << ran.load() << " of 2 children ran, yet the set returned normally";
 }
 
 }  // namespace
