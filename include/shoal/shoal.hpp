@@ -12,3 +12,5 @@
 #include "shoal/scope/combinators.hpp"
 #include "shoal/scope/task_set.hpp"
 #include "shoal/runtime/spawn_blocking.hpp"
+#include "shoal/net/address.hpp"
+#include "shoal/net/stream.hpp"

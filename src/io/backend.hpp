@@ -25,6 +25,11 @@ class Backend {
   virtual void add(int fd, std::uint32_t interest, void* token) = 0;
   virtual void modify(int fd, std::uint32_t interest, void* token) = 0;
   virtual void remove(int fd) noexcept = 0;
+  /// True for a backend that reports a readiness once and must be re-armed
+  /// (`rearm`) before it reports that direction again (poll(2)). Edge-
+  /// triggered epoll needs nothing.
+  virtual bool needs_rearm() const noexcept { return false; }
+  virtual void rearm(int /*fd*/, std::uint32_t /*interest*/, void* /*token*/) {}
   /// Blocks until an event, a `wake`, or `timeout` (negative: forever).
   /// Returns the number of events written to `out`.
   virtual std::size_t wait(std::chrono::nanoseconds timeout, std::span<Event> out) = 0;

@@ -73,8 +73,11 @@ Scheduler::Scheduler(RuntimeOptions options)
       manual_clock_(options_.manual_clock),
       manual_now_(to_ns(Clock::now())),
       backend_(io::make_backend()),
+      io_core_(new IoCore()),
       idle_(options_.workers),
       det_rng_(options_.deterministic_seed.value_or(0)) {
+  io_core_->sched = this;
+  io_core_->rearm = backend_->needs_rearm();
   workers_.reserve(options_.workers);
   for (std::size_t i = 0; i < options_.workers; ++i) {
     auto w = std::make_unique<Worker>();
@@ -105,6 +108,11 @@ Scheduler::~Scheduler() {
   shutdown_.store(true, std::memory_order_seq_cst);
   for (auto& w : workers_) w->parker.unpark(*this);
   for (auto& w : workers_) w->thread.join();
+  reclaim_io();
+  // Sockets still open (bound before run, closed after) free themselves
+  // through the dead core; the last one frees it.
+  io_core_->dead.store(true, std::memory_order_release);
+  if (io_core_->live.load(std::memory_order_acquire) == 0) delete io_core_;
 }
 
 bool Scheduler::on_own_worker() const noexcept { return tls_worker != nullptr && tls_worker->sched == this; }
@@ -122,15 +130,18 @@ void Scheduler::drive() noexcept {
   // A manual clock only moves by auto-advance (deterministic_main), never
   // while the driver sleeps.
   if (next != TimerQueue::kNever && !manual_clock_) timeout = std::chrono::nanoseconds(std::max<std::int64_t>(0, next - to_ns(Clock::now())));
+  reclaim_io();
   io::Event events[64];
-  if (timeout.count() != 0) {
+  std::size_t n = 0;
+  if (timeout.count() != 0 || io_core_->live.load(std::memory_order_relaxed) != 0) {
     try {
-      backend_->wait(timeout, events);
+      n = backend_->wait(timeout, events);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "shoal: I/O backend wait failed: %s\n", e.what());
     }
   }
   driver_sleep_until_.store(-1, std::memory_order_seq_cst);
+  dispatch_io(events, n);
   fire_timers();
 }
 
@@ -345,6 +356,7 @@ Fiber* Scheduler::next_local(Worker& w) noexcept {
   if (w.inbox.load(std::memory_order_relaxed) != nullptr) drain_inbox(w);
   if (w.tick % 61 == 0) {
     fire_timers();  // busy workers keep timers firing while nobody drives
+    poll_io_now();  // ... and I/O events flowing
     FiberBatch b = injector_.pop(1);
     if (!b.empty()) return b.head;
   }

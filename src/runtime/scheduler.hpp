@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "shoal/detail/fiber.hpp"
+#include "shoal/detail/io_source.hpp"
 #include "shoal/runtime/run.hpp"
 #include "src/io/backend.hpp"
 #include "src/runtime/blocking_pool.hpp"
@@ -79,6 +80,17 @@ class Scheduler {
   void drive() noexcept;
   io::Backend& backend() noexcept { return *backend_; }
 
+  // Reactor (src/io/reactor.cpp).
+  IoCore* io_core() noexcept { return io_core_; }
+  void io_add(IoSource* s);
+  void io_release(IoSource* s) noexcept;
+  void io_rearm(IoSource* s, std::uint32_t interest) noexcept;
+  /// Driver holder only: frees released sources, hands events to waiters.
+  void reclaim_io() noexcept;
+  void dispatch_io(const io::Event* events, std::size_t n) noexcept;
+  /// A busy worker's non-blocking turn of the reactor (if nobody drives).
+  bool poll_io_now() noexcept;
+
   // Timers.
   TimerInsert add_timer(TimerEntry* e, const Fiber* unless) noexcept;
   TimerQueue& timers() noexcept { return timers_; }
@@ -120,6 +132,8 @@ class Scheduler {
   shim::atomic<std::int64_t> manual_now_{0};
   shim::atomic<std::size_t> blocking_in_flight_{0};
   std::unique_ptr<io::Backend> backend_;
+  IoCore* io_core_;
+  shim::atomic<IoSource*> io_released_{nullptr};
   shim::atomic<bool> driver_busy_{false};
   // -1: nobody sleeps in the driver; else the deadline it sleeps until.
   shim::atomic<std::int64_t> driver_sleep_until_{-1};

@@ -41,6 +41,17 @@ void PollBackend::modify(int fd, std::uint32_t interest, void* token) {
   wake();
 }
 
+void PollBackend::rearm(int fd, std::uint32_t interest, void* token) {
+  {
+    ::shoal::detail::shim::lock_guard<::shoal::detail::shim::mutex> g(mu_);
+    auto it = regs_.find(fd);
+    if (it == regs_.end() || it->second.token != token) return;
+    if ((it->second.interest & interest) == interest) return;  // armed already: the poller sees it
+    it->second.interest |= interest;
+  }
+  wake();  // the poller re-reads the interest set
+}
+
 void PollBackend::remove(int fd) noexcept {
   ::shoal::detail::shim::lock_guard<::shoal::detail::shim::mutex> g(mu_);
   regs_.erase(fd);

@@ -23,6 +23,8 @@ class PollBackend final : public Backend {
   void remove(int fd) noexcept override;
   std::size_t wait(std::chrono::nanoseconds timeout, std::span<Event> out) override;
   void wake() noexcept override;
+  bool needs_rearm() const noexcept override { return true; }
+  void rearm(int fd, std::uint32_t interest, void* token) override;
 
  private:
   struct Reg {

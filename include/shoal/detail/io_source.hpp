@@ -1,0 +1,91 @@
+// A file descriptor registered with a runtime's reactor: cached readiness
+// plus the tasks waiting for it. I/O operations try the syscall first and
+// wait only after EAGAIN (see src/io/reactor.cpp for the protocol).
+#pragma once
+
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+
+#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/spin_lock.hpp"
+#include "shoal/detail/sync_shim.hpp"
+#include "shoal/runtime/errors.hpp"
+
+namespace shoal::detail {
+
+struct IoSource;
+
+/// What an IoSource needs of its runtime. Separate from the Scheduler so a
+/// socket that outlives its runtime (bound before `run`, destroyed after)
+/// can still be closed: a dead core just frees the source.
+struct IoCore {
+  Scheduler* sched = nullptr;
+  shim::atomic<std::size_t> live{0};  // registered sources
+  shim::atomic<bool> dead{false};     // the runtime is gone
+  bool rearm = false;                 // the backend needs re-arming after each report (poll)
+};
+
+/// One task waiting on an IoSource. Lives in the awaiting frame.
+struct IoWaiter final : WaitHook {
+  IoSource* src = nullptr;
+  Fiber* fiber = nullptr;
+  IoWaiter* prev = nullptr;
+  IoWaiter* next = nullptr;
+  std::uint32_t interest = 0;
+  bool linked = false;     // guarded by src->lock
+  bool cancelled = false;
+  bool cancel_wait() noexcept override;
+};
+
+struct IoSource {
+  static constexpr std::uint32_t kReadable = 1, kWritable = 2;
+  static constexpr std::uint32_t kTick = 1u << 8;  // bumped by every readiness event
+
+  int fd = -1;
+  IoCore* core = nullptr;
+  // Readiness bits | event tick. A clear after EAGAIN only succeeds if no
+  // event arrived since the caller read the state, so an edge is never lost.
+  shim::atomic<std::uint32_t> state{0};
+  SpinLock lock;
+  IoWaiter* waiters = nullptr;  // guarded by lock
+  IoSource* next_release = nullptr;
+};
+
+/// Registers `fd` (non-blocking, edge-triggered, both directions, for its
+/// lifetime) with the calling task's runtime, assuming `ready` (kReadable |
+/// kWritable: try the syscall first; 0: wait for the first event, as a
+/// connect in progress must). Throws std::logic_error outside a task,
+/// std::system_error if the backend refuses.
+IoSource* io_register(int fd, std::uint32_t ready);
+/// Deregisters `s` (the fd stays open). Aborts if a task still waits on it:
+/// closing a stream another task is using is a bug (cancel that task).
+/// The memory is reclaimed by the reactor once no event can refer to it.
+void io_deregister(IoSource* s) noexcept;
+
+/// After EAGAIN: drops `bit` from the cached readiness, unless an event
+/// arrived since `seen` was read (then the caller just tries again).
+inline bool io_clear(IoSource* s, std::uint32_t seen, std::uint32_t bit) noexcept {
+  return s->state.compare_exchange_strong(seen, seen & ~bit, std::memory_order_acq_rel, std::memory_order_acquire);
+}
+
+bool io_wait_suspend(IoWaiter& w, Fiber* f, std::coroutine_handle<> h) noexcept;
+
+/// Waits until `interest` is (or may be) ready. Checkpoint: yes.
+struct IoReadyAwaiter {
+  IoWaiter w;
+  IoReadyAwaiter(IoSource* s, std::uint32_t interest) noexcept {
+    w.src = s;
+    w.interest = interest;
+  }
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    return io_wait_suspend(w, fiber_of(h), h);
+  }
+  void await_resume() const {
+    if (w.cancelled) throw Cancelled{};
+  }
+};
+
+}  // namespace shoal::detail

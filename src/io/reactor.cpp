@@ -1,0 +1,209 @@
+// The reactor: readiness events from the backend to waiting tasks.
+//
+// - An fd is registered once, edge-triggered for both directions, when its
+//   owner first needs to wait, and stays registered until the owner closes.
+// - `state` caches readiness: an event ORs its bits in and bumps the tick.
+//   An operation reads the state, tries the syscall, and on EAGAIN clears
+//   the bit only if the state is unchanged (io_clear); if an event came in
+//   between, it retries the syscall instead of waiting for an edge that
+//   already happened.
+// - A waiter follows the cancellable-wait protocol with the source's lock:
+//   it publishes its hook, then under the lock re-checks readiness and
+//   cancellation and links itself. The dispatcher unlinks matching waiters
+//   under the lock, then disarms and schedules them; cancel_wait unlinks
+//   under the same lock, so exactly one of them owns the wake.
+// - Events are dispatched only by the thread holding the driver (a parked
+//   worker blocking in the backend, or a busy worker polling it every 61
+//   ticks without blocking). A deregistered source is pushed onto a release
+//   stack that the driver holder frees before its next backend wait: by then
+//   no harvested event can still point at it.
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+
+#include "shoal/detail/frame_alloc.hpp"
+#include "shoal/detail/io_source.hpp"
+#include "src/runtime/injector.hpp"
+#include "src/runtime/scheduler.hpp"
+
+namespace shoal::detail {
+
+IoSource* io_register(int fd, std::uint32_t ready) {
+  Fiber* f = current_fiber();
+  if (f == nullptr) throw std::logic_error("shoal: I/O on a socket or pipe must be awaited from a shoal task");
+  void* mem = frame_allocate(sizeof(IoSource));
+  auto* s = ::new (mem) IoSource();
+  s->fd = fd;
+  s->core = f->sched->io_core();
+  s->state.store(ready, std::memory_order_relaxed);
+  try {
+    f->sched->io_add(s);
+  } catch (...) {
+    s->~IoSource();
+    frame_deallocate(mem, sizeof(IoSource));
+    throw;
+  }
+  return s;
+}
+
+void io_deregister(IoSource* s) noexcept {
+  s->lock.lock();
+  const bool waited_on = s->waiters != nullptr;
+  s->lock.unlock();
+  if (waited_on) {
+    std::fputs("shoal: a socket or pipe was closed while a task was waiting on it; cancel the task first\n", stderr);
+    std::abort();
+  }
+  IoCore* core = s->core;
+  if (core->dead.load(std::memory_order_acquire)) {  // the runtime is gone: nothing can refer to s
+    s->~IoSource();
+    frame_deallocate(s, sizeof(IoSource));
+    if (core->live.fetch_sub(1, std::memory_order_acq_rel) == 1) delete core;
+    return;
+  }
+  core->sched->io_release(s);
+}
+
+bool io_wait_suspend(IoWaiter& w, Fiber* f, std::coroutine_handle<> h) noexcept {
+  IoSource* s = w.src;
+  if (f->cancelled()) {
+    w.cancelled = true;
+    return false;
+  }
+  w.fiber = f;
+  f->resume = h;
+  publish_hook(f, &w);
+  s->lock.lock();
+  if ((s->state.load(std::memory_order_acquire) & w.interest) != 0 || f->cancelled()) {
+    w.cancelled = (s->state.load(std::memory_order_acquire) & w.interest) == 0;
+    s->lock.unlock();
+    disarm_wait(f, &w);  // outside the lock cancel_wait takes
+    return false;
+  }
+  w.linked = true;
+  w.prev = nullptr;
+  w.next = s->waiters;
+  if (s->waiters != nullptr) s->waiters->prev = &w;
+  s->waiters = &w;
+  const std::uint32_t interest = w.interest;
+  s->lock.unlock();
+  // Nothing may touch w from here on; s lives as long as its owner.
+  if (s->core->rearm) s->core->sched->io_rearm(s, interest);
+  return true;
+}
+
+namespace {
+void unlink(IoSource* s, IoWaiter* w) noexcept {
+  if (w->prev != nullptr) {
+    w->prev->next = w->next;
+  } else {
+    s->waiters = w->next;
+  }
+  if (w->next != nullptr) w->next->prev = w->prev;
+  w->linked = false;
+}
+}  // namespace
+
+bool IoWaiter::cancel_wait() noexcept {
+  src->lock.lock();
+  const bool mine = linked;
+  if (mine) {
+    unlink(src, this);
+    cancelled = true;
+  }
+  src->lock.unlock();
+  return mine;
+}
+
+// ---- Scheduler side ---------------------------------------------------------
+
+void Scheduler::io_add(IoSource* s) {
+  backend_->add(s->fd, io::readable | io::writable, s);
+  io_core_->live.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Scheduler::io_rearm(IoSource* s, std::uint32_t interest) noexcept {
+  std::uint32_t want = 0;
+  if ((interest & IoSource::kReadable) != 0) want |= io::readable;
+  if ((interest & IoSource::kWritable) != 0) want |= io::writable;
+  try {
+    backend_->rearm(s->fd, want, s);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "shoal: I/O backend rearm failed: %s\n", e.what());
+  }
+}
+
+void Scheduler::io_release(IoSource* s) noexcept {
+  backend_->remove(s->fd);
+  IoSource* head = io_released_.load(std::memory_order_relaxed);
+  do {
+    s->next_release = head;
+  } while (!io_released_.compare_exchange_weak(head, s, std::memory_order_release, std::memory_order_relaxed));
+  io_core_->live.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Scheduler::reclaim_io() noexcept {
+  if (io_released_.load(std::memory_order_relaxed) == nullptr) return;
+  IoSource* s = io_released_.exchange(nullptr, std::memory_order_acquire);
+  while (s != nullptr) {
+    IoSource* next = s->next_release;
+    s->~IoSource();
+    frame_deallocate(s, sizeof(IoSource));
+    s = next;
+  }
+}
+
+void Scheduler::dispatch_io(const io::Event* events, std::size_t n) noexcept {
+  FiberBatch batch;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto* s = static_cast<IoSource*>(events[i].token);
+    std::uint32_t bits = 0;
+    if ((events[i].ready & io::readable) != 0) bits |= IoSource::kReadable;
+    if ((events[i].ready & io::writable) != 0) bits |= IoSource::kWritable;
+    std::uint32_t v = s->state.load(std::memory_order_relaxed);
+    while (!s->state.compare_exchange_weak(v, (v + IoSource::kTick) | bits, std::memory_order_acq_rel,
+                                           std::memory_order_relaxed)) {
+    }
+    IoWaiter* woken = nullptr;
+    s->lock.lock();
+    for (IoWaiter* w = s->waiters; w != nullptr;) {
+      IoWaiter* next = w->next;
+      if ((w->interest & bits) != 0) {
+        unlink(s, w);
+        w->next = woken;
+        woken = w;
+      }
+      w = next;
+    }
+    s->lock.unlock();
+    while (woken != nullptr) {
+      IoWaiter* w = woken;
+      woken = w->next;
+      Fiber* f = w->fiber;
+      disarm_wait(f, w);
+      batch.push(f);  // w may be gone once f runs
+    }
+  }
+  schedule_batch(batch);
+}
+
+bool Scheduler::poll_io_now() noexcept {
+  if (io_core_->live.load(std::memory_order_relaxed) == 0 && io_released_.load(std::memory_order_relaxed) == nullptr) {
+    return false;
+  }
+  if (!try_lock_driver()) return false;
+  reclaim_io();
+  io::Event events[64];
+  std::size_t n = 0;
+  try {
+    n = backend_->wait(std::chrono::nanoseconds(0), events);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "shoal: I/O backend poll failed: %s\n", e.what());
+  }
+  dispatch_io(events, n);  // under the driver: no source in `events` can be reclaimed meanwhile
+  unlock_driver();
+  return n != 0;
+}
+
+}  // namespace shoal::detail

@@ -1,0 +1,290 @@
+// Stream sockets: try the syscall, wait on the reactor only after EAGAIN.
+#include "shoal/net/stream.hpp"
+
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <system_error>
+
+#include "shoal/detail/io_source.hpp"
+#include "shoal/scope/timeout.hpp"
+#include "shoal/time/sleep.hpp"
+
+namespace shoal::net {
+namespace {
+
+using detail::IoSource;
+
+/// A cancellation point before any side effect.
+void check_cancelled() {
+  if (detail::Fiber* f = detail::current_fiber(); f != nullptr && f->cancelled()) throw Cancelled{};
+}
+
+/// Yields once the task's budget is spent, without a cancellation check:
+/// the operation already had its effect, which must not be lost.
+struct YieldIfOutOfBudget {
+  detail::Fiber* f = detail::current_fiber();
+  bool await_ready() const noexcept { return f == nullptr || !detail::consume_budget(f); }
+  bool await_suspend(std::coroutine_handle<> h) noexcept {
+    f->resume = h;
+    detail::schedule_yield(f);
+    return true;
+  }
+  void await_resume() const noexcept {}
+};
+
+std::string peer_of(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "an unconnected socket";
+  return Address::from_native(reinterpret_cast<sockaddr*>(&ss), len).to_string();
+}
+
+[[noreturn]] void io_error(const char* op, int fd, int err) {
+  throw std::system_error(err, std::generic_category(), std::string("shoal::net: ") + op + " (" + peer_of(fd) + ")");
+}
+
+}  // namespace
+
+// ---- Stream -------------------------------------------------------------
+
+Stream::Stream(Stream&& o) noexcept : fd_(std::exchange(o.fd_, -1)), src_(std::exchange(o.src_, nullptr)) {}
+
+Stream& Stream::operator=(Stream&& o) noexcept {
+  if (this != &o) {
+    close();
+    fd_ = std::exchange(o.fd_, -1);
+    src_ = std::exchange(o.src_, nullptr);
+  }
+  return *this;
+}
+
+Stream::~Stream() { close(); }
+
+void Stream::close() noexcept {
+  if (src_ != nullptr) detail::io_deregister(std::exchange(src_, nullptr));
+  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+}
+
+IoSource* Stream::source(std::uint32_t ready_hint) {
+  if (fd_ < 0) throw std::logic_error("shoal::net::Stream: used after close (or moved from)");
+  if (src_ == nullptr) src_ = detail::io_register(fd_, ready_hint);
+  return src_;
+}
+
+Task<std::size_t> Stream::read_some(std::span<std::byte> buf) {
+  check_cancelled();
+  IoSource* s = source(IoSource::kReadable | IoSource::kWritable);
+  for (;;) {
+    const std::uint32_t seen = s->state.load(std::memory_order_acquire);
+    const ssize_t n = ::recv(fd_, buf.data(), buf.size(), 0);
+    if (n >= 0) {
+      co_await YieldIfOutOfBudget{};
+      co_return static_cast<std::size_t>(n);
+    }
+    const int err = errno;
+    if (err == EINTR) continue;
+    if (err != EAGAIN && err != EWOULDBLOCK) io_error("read", fd_, err);
+    if (detail::io_clear(s, seen, IoSource::kReadable)) co_await detail::IoReadyAwaiter(s, IoSource::kReadable);
+  }
+}
+
+Task<void> Stream::read_exact(std::span<std::byte> buf) {
+  std::size_t done = 0;
+  while (done < buf.size()) {
+    const std::size_t n = co_await read_some(buf.subspan(done));
+    if (n == 0) {
+      throw EndOfStream("shoal::net: the peer (" + peer_of(fd_) + ") ended the stream after " + std::to_string(done) +
+                        " of " + std::to_string(buf.size()) + " bytes");
+    }
+    done += n;
+  }
+}
+
+Task<std::size_t> Stream::write_some(std::span<const std::byte> buf) {
+  check_cancelled();
+  IoSource* s = source(IoSource::kReadable | IoSource::kWritable);
+  for (;;) {
+    const std::uint32_t seen = s->state.load(std::memory_order_acquire);
+    const ssize_t n = ::send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL);
+    if (n >= 0) {
+      co_await YieldIfOutOfBudget{};
+      co_return static_cast<std::size_t>(n);
+    }
+    const int err = errno;
+    if (err == EINTR) continue;
+    if (err == ENOTSOCK) {  // a pipe or tty behind a Stream: plain write
+      const ssize_t w = ::write(fd_, buf.data(), buf.size());
+      if (w >= 0) co_return static_cast<std::size_t>(w);
+      if (errno != EAGAIN) io_error("write", fd_, errno);
+    } else if (err != EAGAIN && err != EWOULDBLOCK) {
+      io_error("write", fd_, err);
+    }
+    if (detail::io_clear(s, seen, IoSource::kWritable)) co_await detail::IoReadyAwaiter(s, IoSource::kWritable);
+  }
+}
+
+Task<void> Stream::write_all(std::span<const std::byte> buf) {
+  std::size_t done = 0;
+  while (done < buf.size()) done += co_await write_some(buf.subspan(done));
+}
+
+Task<void> Stream::wait_readable() {
+  check_cancelled();
+  IoSource* s = source(IoSource::kReadable | IoSource::kWritable);
+  for (;;) {
+    const std::uint32_t seen = s->state.load(std::memory_order_acquire);
+    std::byte probe;
+    const ssize_t n = ::recv(fd_, &probe, 1, MSG_PEEK);
+    if (n >= 0) co_return;  // data, or the end of the stream
+    const int err = errno;
+    if (err == EINTR) continue;
+    if (err != EAGAIN && err != EWOULDBLOCK) co_return;  // the read will report it
+    if (detail::io_clear(s, seen, IoSource::kReadable)) co_await detail::IoReadyAwaiter(s, IoSource::kReadable);
+  }
+}
+
+void Stream::shutdown(Shutdown how) {
+  const int h = how == Shutdown::read ? SHUT_RD : how == Shutdown::write ? SHUT_WR : SHUT_RDWR;
+  if (::shutdown(fd_, h) != 0 && errno != ENOTCONN) io_error("shutdown", fd_, errno);
+}
+
+void Stream::set_nodelay(bool on) {
+  int v = on ? 1 : 0;
+  if (::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &v, sizeof v) != 0) io_error("set_nodelay", fd_, errno);
+}
+
+Address Stream::local_address() const {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) io_error("getsockname", fd_, errno);
+  return Address::from_native(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+Address Stream::peer_address() const {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) io_error("getpeername", fd_, errno);
+  return Address::from_native(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+// ---- Listener -----------------------------------------------------------
+
+Listener Listener::bind(const Address& address, ListenOptions options) {
+  const int fd = ::socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  auto fail = [&](const char* what, int err) {
+    if (fd >= 0) ::close(fd);
+    throw std::system_error(err, std::generic_category(),
+                            std::string("shoal::net::Listener::bind ") + address.to_string() + ": " + what);
+  };
+  if (fd < 0) fail("socket", errno);
+  if (!address.is_unix()) {
+    int one = 1;
+    if (options.reuse_address && ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
+      fail("SO_REUSEADDR", errno);
+    }
+    if (options.reuse_port && ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
+      fail("SO_REUSEPORT", errno);
+    }
+  }
+  if (::bind(fd, address.native(), address.native_size()) != 0) fail("bind", errno);
+  if (::listen(fd, options.backlog) != 0) fail("listen", errno);
+  Listener l;
+  l.fd_ = fd;
+  return l;
+}
+
+Listener::Listener(Listener&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)), src_(std::exchange(o.src_, nullptr)), warned_(o.warned_) {}
+
+Listener& Listener::operator=(Listener&& o) noexcept {
+  if (this != &o) {
+    close();
+    fd_ = std::exchange(o.fd_, -1);
+    src_ = std::exchange(o.src_, nullptr);
+    warned_ = o.warned_;
+  }
+  return *this;
+}
+
+Listener::~Listener() { close(); }
+
+void Listener::close() noexcept {
+  if (src_ != nullptr) detail::io_deregister(std::exchange(src_, nullptr));
+  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+}
+
+Address Listener::local_address() const {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) io_error("getsockname", fd_, errno);
+  return Address::from_native(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+Task<Stream> Listener::accept() {
+  check_cancelled();
+  if (fd_ < 0) throw std::logic_error("shoal::net::Listener::accept: the listener is closed (or moved from)");
+  if (src_ == nullptr) src_ = detail::io_register(fd_, IoSource::kReadable);
+  IoSource* s = src_;
+  auto backoff = std::chrono::milliseconds(5);
+  for (;;) {
+    const std::uint32_t seen = s->state.load(std::memory_order_acquire);
+    const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      co_await YieldIfOutOfBudget{};
+      co_return Stream(fd);
+    }
+    const int err = errno;
+    if (err == EINTR || err == ECONNABORTED) continue;
+    if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+      // Out of descriptors or memory: the pending connection stays in the
+      // backlog. Back off (a checkpoint) instead of spinning on readiness.
+      if (!warned_) {
+        warned_ = true;
+        std::fprintf(stderr, "shoal: accept on %s: %s; backing off until resources free up\n",
+                     local_address().to_string().c_str(), std::generic_category().message(err).c_str());
+      }
+      co_await sleep_for(backoff);
+      if (backoff < std::chrono::milliseconds(500)) backoff *= 2;
+      continue;
+    }
+    if (err != EAGAIN && err != EWOULDBLOCK) io_error("accept", fd_, err);
+    if (detail::io_clear(s, seen, IoSource::kReadable)) co_await detail::IoReadyAwaiter(s, IoSource::kReadable);
+  }
+}
+
+// ---- connect ------------------------------------------------------------
+
+Task<Stream> Stream::connect_now(Address address) {
+  check_cancelled();
+  const int fd = ::socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    throw std::system_error(errno, std::generic_category(), "shoal::net::connect " + address.to_string() + ": socket");
+  }
+  Stream s(fd);
+  int r;
+  do {
+    r = ::connect(fd, address.native(), address.native_size());
+  } while (r != 0 && errno == EINTR);
+  if (r == 0) co_return s;
+  if (errno != EINPROGRESS && errno != EAGAIN) {
+    throw std::system_error(errno, std::generic_category(), "shoal::net::connect " + address.to_string());
+  }
+  // In progress: the first writable event says it finished (either way).
+  co_await detail::IoReadyAwaiter(s.source(0), IoSource::kWritable);
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err != 0) throw std::system_error(err, std::generic_category(), "shoal::net::connect " + address.to_string());
+  co_return s;
+}
+
+Task<Stream> connect(Address address, std::chrono::milliseconds timeout) {
+  co_return co_await with_timeout(timeout, Stream::connect_now(std::move(address)));
+}
+
+}  // namespace shoal::net

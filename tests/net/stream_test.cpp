@@ -1,0 +1,306 @@
+// Stream sockets on the reactor: echo, many connections, end of stream,
+// resets, cancellation of blocked I/O, Unix-domain sockets, address errors.
+// The same binary runs again under SHOAL_IO_BACKEND=poll (see CMakeLists).
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "shoal/net/stream.hpp"
+#include "support/test_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using shoal::Task;
+using shoal::net::Address;
+using shoal::net::Listener;
+using shoal::net::Stream;
+
+SHOAL_TEST_SUITE(StreamTest);
+
+std::span<std::byte> bytes(std::vector<char>& v) { return std::as_writable_bytes(std::span(v)); }
+std::span<const std::byte> cbytes(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
+
+Task<void> echo_until_eof(Stream s) {
+  std::vector<char> buf(4096);
+  for (;;) {
+    const std::size_t n = co_await s.read_some(bytes(buf));
+    if (n == 0) co_return;
+    co_await s.write_all(std::as_bytes(std::span(buf.data(), n)));
+  }
+}
+
+SHOAL_TEST(StreamTest, EchoesAMegabyteBothWaysAtOnce) {
+  auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  EXPECT_NE(addr.port(), 0);
+  constexpr std::size_t kBytes = 1 << 20;
+  std::string sent(kBytes, '\0');
+  for (std::size_t i = 0; i < kBytes; ++i) sent[i] = static_cast<char>('a' + (i * 7919) % 26);
+  std::string got;
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> { co_await echo_until_eof(co_await listener.accept()); });
+    Stream c = co_await shoal::net::connect(addr);
+    co_await shoal::scope([&](shoal::Scope& io) -> Task<void> {
+      io.spawn([&]() -> Task<void> {  // the writer: both directions flow at once
+        for (std::size_t off = 0; off < kBytes; off += 65536) {
+          co_await c.write_all(cbytes(sent.substr(off, 65536)));
+        }
+        c.shutdown(shoal::net::Shutdown::write);
+      });
+      std::vector<char> buf(65536);
+      for (;;) {
+        const std::size_t n = co_await c.read_some(bytes(buf));
+        if (n == 0) break;
+        got.append(buf.data(), n);
+      }
+    });
+  });
+  EXPECT_EQ(got.size(), kBytes);
+  EXPECT_TRUE(got == sent) << "the echoed bytes differ";
+}
+
+SHOAL_TEST(StreamTest, ServesManyConcurrentConnections) {
+  auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  constexpr int kClients = 200;
+  std::atomic<int> ok{0};
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      co_await shoal::task_set(64, [&](shoal::TaskSet& set) -> Task<void> {
+        for (int i = 0; i < kClients; ++i) {
+          Stream conn = co_await listener.accept();
+          (void)co_await set.spawn([c = std::move(conn)]() mutable -> Task<void> { co_await echo_until_eof(std::move(c)); });
+        }
+      });
+    });
+    co_await shoal::scope([&](shoal::Scope& clients) -> Task<void> {
+      for (int i = 0; i < kClients; ++i) {
+        clients.spawn([&, i]() -> Task<void> {
+          Stream c = co_await shoal::net::connect(addr);
+          const std::string msg = "hello " + std::to_string(i);
+          co_await c.write_all(cbytes(msg));
+          std::vector<char> back(msg.size());
+          co_await c.read_exact(bytes(back));
+          if (std::string(back.begin(), back.end()) == msg) ok.fetch_add(1);
+        });
+      }
+      co_return;
+    });
+  });
+  EXPECT_EQ(ok.load(), kClients);
+}
+
+SHOAL_TEST(StreamTest, HalfCloseIsEndOfStreamAndTheOtherDirectionStillWorks) {
+  auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      Stream conn = co_await listener.accept();
+      std::vector<char> buf(64);
+      std::string req;
+      for (;;) {
+        const std::size_t n = co_await conn.read_some(bytes(buf));
+        if (n == 0) break;  // the client's half-close
+        req.append(buf.data(), n);
+      }
+      co_await conn.write_all(cbytes("got " + req));
+    });
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(cbytes(std::string("ping")));
+    c.shutdown(shoal::net::Shutdown::write);
+    std::vector<char> reply(8);
+    co_await c.read_exact(bytes(reply));
+    EXPECT_EQ(std::string(reply.begin(), reply.end()), "got ping");
+    std::vector<char> more(1);
+    EXPECT_EQ(co_await c.read_some(bytes(more)), 0u);
+    EXPECT_THROW(co_await c.read_exact(bytes(more)), shoal::net::EndOfStream);
+  });
+}
+
+SHOAL_TEST(StreamTest, APeerResetSurfacesAsConnectionReset) {
+  auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      Stream conn = co_await listener.accept();
+      std::vector<char> one(1);
+      co_await conn.read_exact(bytes(one));  // connected for sure, then reset
+      linger l{1, 0};  // close with RST
+      ::setsockopt(conn.native_handle(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
+      conn.close();
+      co_return;
+    });
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(cbytes(std::string("x")));
+    std::vector<char> buf(16);
+    try {
+      while (co_await c.read_some(bytes(buf)) != 0) {
+      }
+      ADD_FAILURE() << "no reset";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code().value(), ECONNRESET) << e.what();
+    }
+  });
+}
+
+SHOAL_TEST(StreamTest, WritingToAClosedPeerIsAnErrorNotSigpipe) {
+  auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      Stream conn = co_await listener.accept();
+      conn.close();
+      co_return;
+    });
+    Stream c = co_await shoal::net::connect(addr);
+    const std::string chunk(65536, 'x');
+    try {
+      for (int i = 0; i < 1000; ++i) co_await c.write_all(cbytes(chunk));
+      ADD_FAILURE() << "writes to a closed peer kept succeeding";
+    } catch (const std::system_error& e) {
+      EXPECT_TRUE(e.code().value() == EPIPE || e.code().value() == ECONNRESET) << e.what();
+    }
+  });
+}
+
+SHOAL_TEST(StreamTest, ACancelledReadResumesPromptlyAndCanBeRepeated) {
+  auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      Stream conn = co_await listener.accept();
+      co_await conn.wait_readable();  // until the client ends
+    });
+    Stream c = co_await shoal::net::connect(addr);
+    std::vector<char> buf(16);
+    for (int i = 0; i < 20; ++i) {
+      // Nothing ever arrives: each read waits until the deadline cancels it.
+      auto r = co_await shoal::move_on_after(2ms, c.read_some(bytes(buf)));
+      EXPECT_FALSE(r.has_value());
+    }
+    c.shutdown(shoal::net::Shutdown::write);
+  });
+}
+
+SHOAL_TEST(StreamTest, AcceptIsACancellationPoint) {
+  auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
+  auto r = co_await shoal::move_on_after(5ms, listener.accept());
+  EXPECT_FALSE(r.has_value());
+  // The listener still works afterwards.
+  const Address addr = listener.local_address();
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> { (void)co_await listener.accept(); });
+    (void)co_await shoal::net::connect(addr);
+  });
+}
+
+SHOAL_TEST(StreamTest, ConnectRefusedNamesTheAddress) {
+  Address addr;
+  {
+    auto l = Listener::bind(Address::parse("127.0.0.1:0"));
+    addr = l.local_address();
+  }  // closed: nothing listens there now
+  try {
+    (void)co_await shoal::net::connect(addr);
+    ADD_FAILURE() << "connected to a closed port";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), ECONNREFUSED);
+    EXPECT_NE(std::string(e.what()).find(addr.to_string()), std::string::npos) << e.what();
+  }
+}
+
+SHOAL_TEST(StreamTest, UnixDomainSocketsEcho) {
+  const std::string name = "@shoal-test-" + std::to_string(::getpid()) + "-" + std::to_string(workers);
+  auto listener = Listener::bind(Address::unix_socket(name));
+  EXPECT_EQ(listener.local_address().to_string(), "unix:" + name);
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> { co_await echo_until_eof(co_await listener.accept()); });
+    Stream c = co_await shoal::net::connect(Address::parse("unix:" + name));
+    co_await c.write_all(cbytes(std::string("over a unix socket")));
+    std::vector<char> back(18);
+    co_await c.read_exact(bytes(back));
+    EXPECT_EQ(std::string(back.begin(), back.end()), "over a unix socket");
+  });
+}
+
+SHOAL_TEST(StreamTest, IdleConnectionsWaitWithoutSpinning) {
+  auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  constexpr int kConns = 100;
+  std::atomic<int> woke{0};
+  std::vector<Stream> clients;
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      co_await shoal::scope([&](shoal::Scope& handlers) -> Task<void> {
+        for (int i = 0; i < kConns; ++i) {
+          Stream conn = co_await listener.accept();
+          handlers.spawn([&, c = std::move(conn)]() mutable -> Task<void> {
+            co_await c.wait_readable();  // idle: no buffer held while waiting
+            std::vector<char> buf(8);
+            if (co_await c.read_some(bytes(buf)) == 0) woke.fetch_add(1);
+          });
+        }
+      });
+    });
+    for (int i = 0; i < kConns; ++i) clients.push_back(co_await shoal::net::connect(addr));
+    for (int i = 0; i < 50; ++i) co_await shoal::checkpoint();
+    EXPECT_EQ(woke.load(), 0) << "an idle connection woke without input";
+    for (auto& c : clients) c.shutdown(shoal::net::Shutdown::write);
+  });
+  EXPECT_EQ(woke.load(), kConns);
+}
+
+TEST(AddressTest, ParsesIpv4Ipv6AndUnix) {
+  EXPECT_EQ(Address::parse("127.0.0.1:8080").to_string(), "127.0.0.1:8080");
+  EXPECT_EQ(Address::parse("[::1]:443").to_string(), "[::1]:443");
+  EXPECT_EQ(Address::parse("[::1]:443").port(), 443);
+  EXPECT_EQ(Address::parse("unix:/tmp/x.sock").to_string(), "unix:/tmp/x.sock");
+  EXPECT_EQ(Address::parse("unix:@abstract").to_string(), "unix:@abstract");
+  EXPECT_EQ(Address::parse("0.0.0.0:0").port(), 0);
+}
+
+void expect_rejected(const std::string& text, const std::string& needle) {
+  try {
+    (void)Address::parse(text);
+    ADD_FAILURE() << text << " was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << "the message does not quote the input: " << e.what();
+  }
+}
+
+TEST(AddressTest, ErrorsNameWhatIsWrong) {
+  expect_rejected("127.0.0.1:99999", "port 99999 is out of range");
+  expect_rejected("127.0.0.1", "port is missing");
+  expect_rejected("127.0.0.1:", "port is missing");
+  expect_rejected("127.0.0.1:http", "is not a number");
+  expect_rejected("256.1.1.1:80", "\"256.1.1.1\" is not an IPv4 address");
+  expect_rejected("example.com:80", "hostnames need net::resolve");
+  expect_rejected("::1:80", "needs brackets");
+  expect_rejected("[::1:80", "not closed");
+  expect_rejected("[::g]:80", "is not an IPv6 address");
+  expect_rejected(":80", "host is missing");
+  expect_rejected("unix:", "path is empty");
+  expect_rejected("unix:" + std::string(200, 'x'), "limited to");
+}
+
+TEST(ListenerTest, BindErrorsNameTheAddress) {
+  auto first = Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address taken = first.local_address();
+  try {
+    (void)Listener::bind(taken, {.reuse_address = false});
+    ADD_FAILURE() << "bound a port in use";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), EADDRINUSE);
+    EXPECT_NE(std::string(e.what()).find(taken.to_string()), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
