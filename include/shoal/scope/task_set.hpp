@@ -86,6 +86,11 @@ constexpr bool check_spawn_args() {
   static_assert(!TaskType<F>,
                 "shoal::TaskSet::spawn takes a factory (a callable returning a Task), not a Task: the set "
                 "creates the child's frame itself, after admission; write set.spawn([=] { return work(); })");
+  if constexpr (!TaskType<F>) {
+    static_assert(TaskFactory<F, Args...>,
+                  "shoal::TaskSet::spawn: the factory must be callable with the (decay-copied) arguments and "
+                  "return a shoal::Task");
+  }
   (check_owned_arg<Args>(), ...);
   return true;
 }
@@ -175,9 +180,8 @@ class TaskSet final : private detail::FiberOwner {
   /// A fault of the child is kept by the set (the first) and does not cancel
   /// its siblings. Throws std::logic_error from a task other than the body's.
   template <class F, class... Args>
-    requires detail::TaskFactory<F, Args...>
   [[nodiscard]] auto spawn(F&& fn, Args&&... args) {
-    static_assert(detail::check_spawn_args<F, Args...>());
+    static_assert(detail::check_spawn_args<std::decay_t<F>, Args...>());
     return SpawnAwaiter<std::decay_t<F>, std::decay_t<Args>...>(
         this, false, std::decay_t<F>(std::forward<F>(fn)), std::decay_t<Args>(std::forward<Args>(args))...);
   }
@@ -185,9 +189,8 @@ class TaskSet final : private detail::FiberOwner {
   /// As `spawn`, but the child always runs on the spawning worker: it is
   /// never stolen (cheaper queues, the caller's cache stays warm).
   template <class F, class... Args>
-    requires detail::TaskFactory<F, Args...>
   [[nodiscard]] auto spawn_local(F&& fn, Args&&... args) {
-    static_assert(detail::check_spawn_args<F, Args...>());
+    static_assert(detail::check_spawn_args<std::decay_t<F>, Args...>());
     return SpawnAwaiter<std::decay_t<F>, std::decay_t<Args>...>(
         this, true, std::decay_t<F>(std::forward<F>(fn)), std::decay_t<Args>(std::forward<Args>(args))...);
   }
@@ -197,9 +200,8 @@ class TaskSet final : private detail::FiberOwner {
   /// set's result becomes out-of-memory unless something worse happens).
   /// Throws std::logic_error from a task other than the body's.
   template <class F, class... Args>
-    requires detail::TaskFactory<F, Args...>
   [[nodiscard]] bool try_spawn(F&& fn, Args&&... args) {
-    static_assert(detail::check_spawn_args<F, Args...>());
+    static_assert(detail::check_spawn_args<std::decay_t<F>, Args...>());
     detail::Fiber* f = detail::current_fiber();
     check_spawner(f);
     if (f->cancelled() || !try_admit()) return false;
