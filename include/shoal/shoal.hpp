@@ -14,3 +14,4 @@
 #include "shoal/runtime/spawn_blocking.hpp"
 #include "shoal/net/address.hpp"
 #include "shoal/net/stream.hpp"
+#include "shoal/net/serve.hpp"

@@ -79,11 +79,34 @@ TaskSet::Outcome TaskSet::admit_or_wait(detail::Fiber* f, detail::WaitHook* hook
   }
 }
 
-bool TaskSet::cancel_admission_wait() noexcept {
+TaskSet::Outcome TaskSet::idle_or_wait(detail::Fiber* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept {
+  if (f != body_) return Outcome::misuse;
+  if (f->cancelled()) return Outcome::cancelled;
+  if ((state_.load(std::memory_order_acquire) >> kCountShift) == 0) return Outcome::admitted;
+  f->resume = h;
+  admit_hook_ = hook;
+  if ((state_.load(std::memory_order_relaxed) & kCancelPending) != 0) clear_cancel_pending();
+  if (!detail::arm_wait(f, hook)) return Outcome::cancelled;
   std::uint64_t v = state_.load(std::memory_order_acquire);
   for (;;) {
-    if ((v & kAdmitWait) != 0) {
-      if (state_.compare_exchange_weak(v, v & ~kAdmitWait, std::memory_order_acq_rel)) return true;
+    if ((v & kCancelPending) != 0) {
+      state_.fetch_and(~kCancelPending, std::memory_order_acq_rel);
+      detail::disarm_wait(f, hook);
+      return Outcome::cancelled;
+    }
+    if ((v >> kCountShift) == 0) {
+      detail::disarm_wait(f, hook);
+      return Outcome::admitted;
+    }
+    if (state_.compare_exchange_weak(v, v | kIdleWait, std::memory_order_acq_rel)) return Outcome::waiting;
+  }
+}
+
+bool TaskSet::cancel_admission_wait(std::uint64_t bit) noexcept {
+  std::uint64_t v = state_.load(std::memory_order_acquire);
+  for (;;) {
+    if ((v & bit) != 0) {
+      if (state_.compare_exchange_weak(v, v & ~bit, std::memory_order_acq_rel)) return true;
     } else if (state_.compare_exchange_weak(v, v | kCancelPending, std::memory_order_acq_rel)) {
       return false;  // not registered yet (its CAS fails), or already woken
     }
@@ -157,17 +180,20 @@ std::coroutine_handle<> TaskSet::fiber_done(detail::Fiber& f, detail::PromiseBas
   detail::Fiber* body = body_;
   std::uint64_t v = state_.load(std::memory_order_relaxed);
   std::uint64_t next;
-  bool wake_admit, wake_join;
+  bool wake_admit, wake_idle, wake_join;
   do {
     next = v - kOne;
+    const bool empty = (next >> kCountShift) == 0;
     wake_admit = (v & kAdmitWait) != 0;
-    wake_join = (v & kJoinWait) != 0 && (next >> kCountShift) == 0;
+    wake_idle = (v & kIdleWait) != 0 && empty;
+    wake_join = (v & kJoinWait) != 0 && empty;
     if (wake_admit) next &= ~kAdmitWait;
+    if (wake_idle) next &= ~kIdleWait;
     if (wake_join) next &= ~kJoinWait;
   } while (!state_.compare_exchange_weak(v, next, std::memory_order_acq_rel, std::memory_order_relaxed));
   // Last touch of *this unless we wake the body, which cannot leave before.
-  if (wake_admit) detail::disarm_wait(body, admit_hook_);
-  if (wake_admit || wake_join) detail::schedule(body);
+  if (wake_admit || wake_idle) detail::disarm_wait(body, admit_hook_);
+  if (wake_admit || wake_idle || wake_join) detail::schedule(body);
   return std::noop_coroutine();
 }
 

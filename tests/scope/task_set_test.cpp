@@ -543,3 +543,56 @@ TEST(TaskSetMisuse, ANullResourceIsRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+SHOAL_TEST(TaskSetTest, WaitIdleReturnsWhenNoChildIsLive) {
+  shoal::test::ManualEvent release;
+  std::atomic<int> done{0};
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      co_await shoal::task_set(8, [&](TaskSet& set) -> Task<void> {
+        for (int i = 0; i < 5; ++i) {
+          (void)co_await set.spawn([&]() -> Task<void> {
+            co_await release.wait();
+            done.fetch_add(1);
+          });
+        }
+        co_await set.wait_idle();
+        EXPECT_EQ(done.load(), 5) << "wait_idle returned while children were live";
+        EXPECT_EQ(set.live(), 0u);
+        co_await set.wait_idle();  // already idle: returns at once
+        EXPECT_EQ(co_await set.spawn([]() -> Task<void> { co_return; }), SpawnStatus::started)
+            << "wait_idle closed the set";
+      });
+    });
+    s.spawn([&]() -> Task<void> {
+      for (int i = 0; i < 30; ++i) co_await shoal::checkpoint();
+      EXPECT_EQ(done.load(), 0);
+      release.set();
+    });
+    co_return;
+  });
+}
+
+SHOAL_TEST(TaskSetTest, WaitIdleIsCancellableByADeadline) {
+  shoal::test::ManualEvent never;
+  std::atomic<bool> child_cancelled{false};
+  co_await shoal::task_set(4, [&](TaskSet& set) -> Task<void> {
+    (void)co_await set.spawn([&]() -> Task<void> {
+      try {
+        co_await never.wait();
+      } catch (const shoal::Cancelled&) {
+        child_cancelled.store(true);
+        throw;
+      }
+    });
+    const bool idle = co_await shoal::move_on_after(5ms, [&]() -> Task<void> { co_await set.wait_idle(); }());
+    EXPECT_FALSE(idle);
+    EXPECT_FALSE(child_cancelled.load()) << "the deadline on wait_idle reached a child";
+    set.cancel();
+  });
+  EXPECT_TRUE(child_cancelled.load());
+}
+
+}  // namespace

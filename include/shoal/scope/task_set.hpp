@@ -159,13 +159,15 @@ class TaskSet final : private detail::FiberOwner {
   static constexpr std::uint64_t kJoinWait = 2;       // the body waits for the last child
   static constexpr std::uint64_t kCancelPending = 4;  // a canceller found the body not yet registered
   static constexpr std::uint64_t kClosed = 8;
-  static constexpr unsigned kCountShift = 4;
+  static constexpr std::uint64_t kIdleWait = 16;      // the body waits for no child to be live
+  static constexpr unsigned kCountShift = 5;
   static constexpr std::uint64_t kOne = std::uint64_t{1} << kCountShift;
 
   enum class Outcome : std::uint8_t { admitted, closed, cancelled, waiting, misuse };
 
   template <class F, class... Args>
   class SpawnAwaiter;
+  class IdleAwaiter;
 
  public:
   TaskSet(const TaskSet&) = delete;
@@ -209,6 +211,12 @@ class TaskSet final : private detail::FiberOwner {
            SpawnStatus::started;
   }
 
+  /// Waits until no child is live (e.g. the drain of a graceful shutdown,
+  /// under a deadline: `move_on_after(grace, set.wait_idle())`). Later
+  /// spawns are still admitted unless the set is closed. Checkpoint: yes.
+  /// Only from the body (std::logic_error otherwise).
+  [[nodiscard]] IdleAwaiter wait_idle() noexcept;
+
   /// Stops admission without cancelling anything: running children finish,
   /// later spawns return SpawnStatus::closed (a spawn waiting for a slot
   /// returns it at once). Idempotent. Any thread.
@@ -241,8 +249,9 @@ class TaskSet final : private detail::FiberOwner {
   /// Gives back a slot taken by try_admit that no child used.
   void release_slot() noexcept;
   Outcome admit_or_wait(detail::Fiber* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept;
-  /// The cancel_wait of a spawn waiting for a slot.
-  bool cancel_admission_wait() noexcept;
+  /// The cancel_wait of a spawn waiting for a slot (or of wait_idle: `bit`).
+  bool cancel_admission_wait(std::uint64_t bit = kAdmitWait) noexcept;
+  Outcome idle_or_wait(detail::Fiber* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept;
   /// After the body resumed from an admission wait: clears what a canceller left.
   void clear_cancel_pending() noexcept { state_.fetch_and(~kCancelPending, std::memory_order_acq_rel); }
   void launch(detail::PromiseBase& p, std::coroutine_handle<> h, bool local) noexcept;
@@ -294,7 +303,7 @@ class TaskSet final : private detail::FiberOwner {
   detail::SerializedResource serialized_;  // what child frames actually come from
   const std::uint64_t limit_;
   detail::shim::atomic<std::uint64_t> state_{0};
-  detail::WaitHook* admit_hook_ = nullptr;  // written by the body before it sets kAdmitWait
+  detail::WaitHook* admit_hook_ = nullptr;  // written by the body before it sets kAdmitWait or kIdleWait
   bool out_of_memory_ = false;              // body only
   detail::shim::atomic<bool> faulted_{false};
   detail::shim::atomic<bool> first_fault_ready_{false};
@@ -366,6 +375,42 @@ class TaskSet::SpawnAwaiter final : private detail::WaitHook {
   detail::Fiber* fiber_ = nullptr;
   std::tuple<F, Args...> parts_;
 };
+
+class TaskSet::IdleAwaiter final : private detail::WaitHook {
+ public:
+  explicit IdleAwaiter(TaskSet* set) noexcept : set_(set) {}
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    fiber_ = detail::fiber_of(h);
+    outcome_ = Outcome::waiting;  // before registering: the waker may resume us at once
+    const Outcome o = set_->idle_or_wait(fiber_, static_cast<detail::WaitHook*>(this), h);
+    if (o == Outcome::waiting) return true;
+    outcome_ = o;
+    return false;
+  }
+  void await_resume() {
+    if (outcome_ == Outcome::waiting) {
+      set_->clear_cancel_pending();
+      // Woken by the last child or by a cancel; a cancel that lost the race
+      // to the last child is seen at the next checkpoint.
+      outcome_ = set_->live() == 0 ? Outcome::admitted : Outcome::cancelled;
+    }
+    if (outcome_ == Outcome::misuse) {
+      set_->check_spawner(fiber_);
+      throw std::logic_error("shoal::TaskSet::wait_idle: awaited outside the set's body");
+    }
+    if (outcome_ == Outcome::cancelled) throw Cancelled{};
+  }
+
+ private:
+  bool cancel_wait() noexcept override { return set_->cancel_admission_wait(kIdleWait); }
+  TaskSet* set_;
+  Outcome outcome_ = Outcome::misuse;
+  detail::Fiber* fiber_ = nullptr;
+};
+
+inline TaskSet::IdleAwaiter TaskSet::wait_idle() noexcept { return IdleAwaiter(this); }
 
 namespace detail {
 template <class F>

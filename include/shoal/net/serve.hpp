@@ -1,0 +1,118 @@
+// serve: a task per connection on a task set, with admission backpressure,
+// fault isolation and graceful shutdown.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "shoal/detail/event.hpp"
+#include "shoal/net/stream.hpp"
+#include "shoal/scope/scope.hpp"
+#include "shoal/scope/task_set.hpp"
+#include "shoal/scope/timeout.hpp"
+
+namespace shoal::net {
+
+/// Triggers a graceful shutdown of the `serve` calls it was given to.
+/// One-shot; any thread or task.
+class ShutdownSignal {
+ public:
+  void trigger() { ev_.set(); }
+  bool triggered() { return ev_.is_set(); }
+  /// Waits until triggered. Checkpoint: yes.
+  auto wait() noexcept { return ev_.wait(); }
+
+ private:
+  detail::Event ev_;
+};
+
+struct ServeOptions {
+  /// Live handlers at most; while full, serve stops accepting (the kernel
+  /// backlog holds the rest).
+  std::size_t max_connections = 10'000;
+  /// After a shutdown is triggered: how long running handlers may take to
+  /// finish before they are cancelled.
+  std::chrono::milliseconds grace_period = std::chrono::seconds(10);
+  /// Starts a graceful shutdown when triggered (optional).
+  ShutdownSignal* shutdown = nullptr;
+  /// A handler's fault (never a cancellation). Default: one line on stderr.
+  /// Runs on the handler's task; must not throw.
+  std::function<void(std::exception_ptr, const Address& peer)> on_handler_fault;
+};
+
+}  // namespace shoal::net
+
+namespace shoal::detail {
+void report_handler_fault(const net::ServeOptions& o, std::exception_ptr e, const net::Address& peer) noexcept;
+
+template <class H>
+Task<void> run_handler(H* handler, const net::ServeOptions* options, net::Stream conn) {
+  net::Address peer;
+  try {
+    peer = conn.peer_address();
+  } catch (...) {
+  }
+  std::exception_ptr fault;
+  try {
+    co_await std::invoke(*handler, std::move(conn));
+  } catch (...) {
+    fault = std::current_exception();
+  }
+  if (fault && !is_cancellation(fault)) report_handler_fault(*options, fault, peer);
+}
+}  // namespace shoal::detail
+
+namespace shoal::net {
+
+/// Accepts connections on `listener` and runs `handler(Stream)` (returning
+/// Task<void>) for each, at most `options.max_connections` at once. A
+/// handler's fault goes to `on_handler_fault` and never stops the server.
+/// Returns normally after a graceful shutdown: stop accepting, let handlers
+/// finish within the grace period, then cancel and join the rest.
+/// Cancelling the awaiting task cancels every handler at once (Cancelled).
+/// Checkpoint: yes. `handler` is kept alive until serve returns.
+template <class H>
+Task<void> serve(Listener& listener, ServeOptions options, H handler) {
+  static_assert(std::is_invocable_r_v<Task<void>, H&, Stream>,
+                "shoal::net::serve: the handler must be callable as handler(shoal::net::Stream) -> Task<void>");
+  co_await task_set(options.max_connections, [&](TaskSet& set) -> Task<void> {
+    co_await scope([&](Scope& accepting) -> Task<void> {
+      if (options.shutdown != nullptr) {
+        accepting.spawn([&]() -> Task<void> {
+          co_await options.shutdown->wait();
+          accepting.cancel();  // stop accepting; the handlers are not in this scope
+        });
+      }
+      for (;;) {
+        Stream conn = co_await listener.accept();
+        // While full this waits: backpressure, the backlog holds the rest.
+        (void)co_await set.spawn([h = &handler, o = &options, c = std::move(conn)]() mutable {
+          return detail::run_handler(h, o, std::move(c));
+        });
+      }
+    });
+    // Graceful shutdown: drain within the grace period, then cut off.
+    set.close();
+    (void)co_await move_on_after(options.grace_period, [&]() -> Task<void> { co_await set.wait_idle(); }());
+    set.cancel();
+  });
+}
+
+/// `serve` that binds `address` itself and reports the bound address (port 0
+/// becomes the real port) through `ready` before it accepts: use with
+/// `Scope::start_ready<Address>(...)`.
+template <class H>
+Task<void> serve_on(Ready<Address>& ready, Address address, ServeOptions options, H handler) {
+  Listener listener = Listener::bind(address);
+  ready(listener.local_address());
+  co_await serve(listener, std::move(options), std::move(handler));
+}
+
+}  // namespace shoal::net

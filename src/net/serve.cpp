@@ -1,0 +1,25 @@
+// serve's default handler-fault report.
+#include "shoal/net/serve.hpp"
+
+namespace shoal::detail {
+
+void report_handler_fault(const net::ServeOptions& o, std::exception_ptr e, const net::Address& peer) noexcept {
+  if (o.on_handler_fault) {
+    try {
+      o.on_handler_fault(e, peer);
+    } catch (...) {
+      std::fputs("shoal::net::serve: on_handler_fault threw; ignored\n", stderr);
+    }
+    return;
+  }
+  std::string what = "(not a std::exception)";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    what = ex.what();
+  } catch (...) {
+  }
+  std::fprintf(stderr, "shoal::net::serve: handler for %s failed: %s\n", peer.to_string().c_str(), what.c_str());
+}
+
+}  // namespace shoal::detail
