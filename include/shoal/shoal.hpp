@@ -15,3 +15,4 @@
 #include "shoal/net/address.hpp"
 #include "shoal/net/stream.hpp"
 #include "shoal/net/serve.hpp"
+#include "shoal/signal/signal.hpp"
