@@ -21,7 +21,9 @@
 // Scope results follow docs/semantics.md: the first fault the scope saw (on
 // one worker, the order faults leave its tasks), else the body's result
 // unless an outside cancellation cut a child off, else the cancellation,
-// absorbed only if the scope cancelled itself.
+// absorbed only if the scope cancelled itself. A JoinHandle whose child a
+// cancellation cut off throws Cancelled only into a cancelled awaiter and
+// ChildCancelled (a fault) into any other.
 //
 // Termination, and telling a hang from a legitimate deadlock: a monitor task
 // yields in a loop beside the program. The executor picks a ready task at
@@ -417,25 +419,14 @@ bool holds(const std::exception_ptr& e) {
 
 const bool g_trace = std::getenv("SHOAL_FUZZ_TRACE") != nullptr;
 
-// Known findings (reported, not fixed: neither fix is a one-liner). By default
-// the harness accepts shoal's current behaviour for them, so the rest of a
-// run is still checked; SHOAL_FUZZ_STRICT=1 makes them violations.
-// 1. A JoinHandle rethrows a cut-off child's Cancelled into its awaiter even
-//    when the awaiter's own context is not cancelled, e.g. inside shielded():
-//    outer cancellation reaches shielded work through the handle. The harness
-//    turns that Cancelled into a DeliveredCancel fault. Reproducer:
-//    corpus/api/finding-joinhandle-cancel-into-shield.
-// 2. A fault a JoinHandle delivered and the awaiter rethrew reaches the scope
-//    twice; Scope::fault skips the repeat only if it is the scope's first
-//    fault, so a later one goes to on_suppressed_fault twice. Reproducer:
-//    corpus/api/finding-delivered-fault-reported-twice.
+// Known finding (reported, not fixed yet). By default the harness accepts
+// shoal's current behaviour for it, so the rest of a run is still checked;
+// SHOAL_FUZZ_STRICT=1 makes it a violation. A fault a JoinHandle delivered
+// and the awaiter rethrew reaches the scope twice; Scope::fault skips the
+// repeat only if it is the scope's first fault, so a later one goes to
+// on_suppressed_fault twice. Reproducer:
+// corpus/api/regression-delivered-fault-reported-twice.
 const bool g_strict = std::getenv("SHOAL_FUZZ_STRICT") != nullptr;
-
-class DeliveredCancel : public std::runtime_error {
- public:
-  DeliveredCancel()
-      : std::runtime_error("known finding: a JoinHandle delivered a cut-off child's Cancelled to an uncancelled awaiter") {}
-};
 
 class Run {
  public:
@@ -1163,21 +1154,26 @@ Task<void> do_start_join(Run* r, int list, Ctx ctx) {
     if (!child_done || c.exit_error) r->fail("f%d: JoinHandle of f%d gave a value, but it %s", ctx.fiber, child, child_done ? "failed" : "is still running");
     if (value != list + 5000) r->fail("f%d: JoinHandle of f%d gave %d, not %d", ctx.fiber, child, value, list + 5000);
   } else if (is_cancellation(err)) {
-    // Our own cancellation, or the child's Cancelled handed on.
-    const bool own = r->cancelled(ctx.node) != Tri::no && this_task::cancellation_requested();
-    if (!own) {
-      if (g_strict || !child_done || !is_cancellation(c.exit_error)) {
-        r->fail("f%d: JoinHandle of f%d threw Cancelled although the awaiter's context is not cancelled (the child %s)",
-                ctx.fiber, child,
-                !child_done                       ? "still runs"
-                : is_cancellation(c.exit_error) ? "ended with Cancelled"
-                                                  : "did not end with Cancelled");
-      }
-      r->trace("f%d: known finding: the JoinHandle delivered f%d's Cancelled; going on with a DeliveredCancel fault",
-               ctx.fiber, child);
-      err = std::make_exception_ptr(DeliveredCancel());
+    // Only the awaiter's own cancellation; a cut-off child's is ChildCancelled here.
+    if (r->cancelled(ctx.node) == Tri::no || !this_task::cancellation_requested()) {
+      r->fail("f%d: JoinHandle of f%d threw Cancelled although the awaiter's context is not cancelled (the child %s)",
+              ctx.fiber, child,
+              !child_done                     ? "still runs"
+              : is_cancellation(c.exit_error) ? "ended with Cancelled"
+                                              : "did not end with Cancelled");
     }
-  } else if (!child_done || err != c.exit_error) {
+  } else if (child_done && err == c.exit_error) {
+    // The child's fault, delivered: it goes on (rethrown below) unless something above catches it.
+  } else if (holds<ChildCancelled>(err)) {
+    if (!child_done || !is_cancellation(c.exit_error)) {
+      r->fail("f%d: JoinHandle of f%d threw ChildCancelled, but the child %s", ctx.fiber, child,
+              child_done ? "did not end with Cancelled" : "still runs");
+    }
+    if (r->cancelled(ctx.node) == Tri::yes || this_task::cancellation_requested()) {
+      r->fail("f%d: JoinHandle of f%d threw ChildCancelled into a cancelled awaiter (expected Cancelled)", ctx.fiber,
+              child);
+    }
+  } else {
     r->fail("f%d: JoinHandle of f%d threw \"%s\", which is not how the child ended", ctx.fiber, child,
             what_of(err).c_str());
   }

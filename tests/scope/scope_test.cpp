@@ -189,6 +189,56 @@ SHOAL_TEST(ScopeTest, UndeliveredStartResultIsDestroyedAtScopeExit) {
   EXPECT_EQ(*counter, 1);
 }
 
+SHOAL_TEST(ScopeTest, JoinHandleOfACutOffChildThrowsChildCancelledIntoAShieldedAwaiter) {
+  shoal::test::ManualEvent never;
+  bool awaiter_cancelled = true;
+  bool child_cancelled = false;
+  bool cancel_leaked = false;
+  co_await shoal::scope([&](Scope& outer) -> Task<void> {
+    co_await shoal::scope([&](Scope& inner) -> Task<void> {
+      auto h = inner.start([&]() -> Task<int> {
+        co_await never.wait();
+        co_return 1;
+      });
+      outer.cancel();  // from outside `inner`: cuts its child off
+      auto await_handle = [&]() -> Task<void> {
+        awaiter_cancelled = shoal::this_task::cancellation_requested();
+        try {
+          (void)co_await h;
+        } catch (const shoal::ChildCancelled&) {
+          child_cancelled = true;
+        } catch (const shoal::Cancelled&) {
+          cancel_leaked = true;
+        }
+      };
+      co_await shoal::shielded(await_handle());
+    });
+  });
+  EXPECT_FALSE(awaiter_cancelled);
+  EXPECT_TRUE(child_cancelled);
+  EXPECT_FALSE(cancel_leaked) << "the outer cancellation reached shielded work through the handle";
+}
+
+SHOAL_TEST(ScopeTest, ARethrownChildCancelledIsTheScopesFault) {
+  shoal::test::ManualEvent never;
+  try {
+    co_await shoal::scope([&](Scope& outer) -> Task<void> {
+      co_await shoal::scope([&](Scope& inner) -> Task<void> {
+        auto h = inner.start([&]() -> Task<int> {
+          co_await never.wait();
+          co_return 1;
+        });
+        outer.cancel();
+        auto await_handle = [&]() -> Task<void> { (void)co_await h; };
+        co_await shoal::shielded(await_handle());
+      });
+    });
+    ADD_FAILURE() << "the scopes returned normally";
+  } catch (const shoal::ChildCancelled&) {
+    // An ordinary fault: `outer` absorbs only its own Cancelled.
+  }
+}
+
 SHOAL_TEST(ScopeTest, SpawnCopiesArgumentsAndOwnsTheCallable) {
   std::string seen;
   co_await shoal::scope([&](Scope& s) -> Task<void> {

@@ -23,6 +23,15 @@ class ScopeCancelled : public std::runtime_error {
   ScopeCancelled() : std::runtime_error("shoal: scope cancelled before the body produced its value") {}
 };
 
+/// A `JoinHandle`'s child was cut off by a cancellation (it ended with
+/// `Cancelled`) before it produced its value, and the awaiter is not itself
+/// cancelled (e.g. it awaits inside `shielded`). An ordinary fault: the
+/// cancellation belongs to the child's context, never to the awaiter's.
+class ChildCancelled : public std::runtime_error {
+ public:
+  ChildCancelled() : std::runtime_error("shoal: the awaited child was cancelled before it produced its value") {}
+};
+
 /// True when `e` holds a `shoal::Cancelled`. For `catch (...)` handlers that
 /// must let cancellation continue: `if (is_cancellation(std::current_exception())) throw;`
 bool is_cancellation(const std::exception_ptr& e) noexcept;

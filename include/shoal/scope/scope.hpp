@@ -359,6 +359,15 @@ class JoinHandle {
       if (cancelled_) throw Cancelled{};
       if (child == nullptr) child = &jh_->h_.promise().own_fiber_;
       if (child->join.load(std::memory_order_acquire) != detail::Fiber::kJoinDone) throw Cancelled{};
+      // A child cut off by cancellation has no value. Its Cancelled goes on
+      // only into an awaiter that is cancelled too; to any other (e.g. one
+      // inside shielded) a missing value is a fault, as in Tokio's
+      // JoinError::Cancelled: cancellation never leaks into a context that
+      // was not cancelled.
+      if (detail::is_cancelled_exception(jh_->h_.promise().error_) && (waiter == nullptr || !waiter->cancelled())) {
+        jh_->discard();
+        throw ChildCancelled{};
+      }
       return jh_->take();
     }
 
@@ -368,8 +377,11 @@ class JoinHandle {
   };
 
   /// Waits for the child; yields its value or rethrows its fault.
-  /// Checkpoint: yes. Throws: Cancelled, the child's fault, std::logic_error
-  /// when awaited twice.
+  /// Checkpoint: yes. Cancellation: throws Cancelled if the awaiter is
+  /// cancelled, unless the child already finished (its result wins).
+  /// Throws: Cancelled, ChildCancelled (the child was cut off by a
+  /// cancellation the awaiter does not share), the child's fault,
+  /// std::logic_error when awaited twice.
   Awaiter operator co_await() & noexcept { return Awaiter{this}; }
   Awaiter operator co_await() && noexcept { return Awaiter{this}; }
 
@@ -385,6 +397,12 @@ class JoinHandle {
       ~Release() { s->release_retained(h.promise().own_fiber_, h); }
     } release{scope_, h};
     return h.promise().take();
+  }
+
+  /// Frees the finished child's frame without delivering its result.
+  void discard() noexcept {
+    Handle h = std::exchange(h_, {});
+    scope_->release_retained(h.promise().own_fiber_, h);
   }
 
   Scope* scope_;
