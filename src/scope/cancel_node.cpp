@@ -1,19 +1,47 @@
 // Scope bookkeeping that sits on the cancellation tree: finishing a spawned
 // fiber and leaving a scope. The tree and the wait protocol are in
 // cancel_protocol.cpp.
+//
+// Faults. The first fault is latched (faulted_, an atomic exchange) by
+// whichever fiber_done or body exit gets there first, on any worker; every
+// other fault is reported to on_suppressed_fault exactly once. A later fault
+// of a start() child is not reported when the child finishes: its handle may
+// still deliver it, and then it is the awaiter's (rethrown, it comes back
+// through fault() as an ordinary later fault; handled, it is gone). fiber_done
+// marks such a child kFaultDeferred before the join exchange publishes
+// kJoinDone; only leave() reads the mark, after the join (live_ acq_rel), for
+// the children whose result was never delivered (still on retained_).
+#include <cstddef>
+#include <type_traits>
+
 #include "shoal/detail/fiber.hpp"
 #include "shoal/scope/scope.hpp"
 #include "src/runtime/scheduler.hpp"
 
 namespace shoal {
 
+namespace {
+
+// The promise a spawned fiber's record lives in. own_fiber_ is the first
+// member of the standard-layout PromiseBase, so the two are
+// pointer-interconvertible.
+detail::PromiseBase& promise_of(detail::Fiber& f) noexcept {
+  static_assert(std::is_standard_layout_v<detail::PromiseBase>, "promise_of needs a standard-layout PromiseBase");
+  static_assert(offsetof(detail::PromiseBase, own_fiber_) == 0, "own_fiber_ must be PromiseBase's first member");
+  return *reinterpret_cast<detail::PromiseBase*>(&f);
+}
+
+}  // namespace
+
 std::coroutine_handle<> Scope::fiber_done(detail::Fiber& f, detail::PromiseBase& p,
                                           std::coroutine_handle<> frame) noexcept {
   if (p.error_) {
-    if (!detail::is_cancelled_exception(p.error_)) {
-      fault(p.error_);
-    } else {
+    if (detail::is_cancelled_exception(p.error_)) {
       cut_off_.store(true, std::memory_order_relaxed);  // the join's acquire publishes it
+    } else if ((f.flags & detail::Fiber::kRetained) == 0) {
+      fault(p.error_);
+    } else if (!latch_first_fault(p.error_) && !is_first_fault(p.error_)) {
+      f.flags |= detail::Fiber::kFaultDeferred;  // the handle may deliver it yet
     }
   }
   if ((f.flags & detail::Fiber::kLinked) != 0) node_.remove_fiber(&f);
@@ -59,6 +87,7 @@ void Scope::leave() noexcept {
   while (retained_ != nullptr) {
     detail::Fiber* f = retained_;
     retained_ = f->node_next;
+    if ((f->flags & detail::Fiber::kFaultDeferred) != 0) report_later_fault(promise_of(*f).error_);
     f->resume.destroy();
   }
 }

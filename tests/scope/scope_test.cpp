@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "support/frame_counter.hpp"
 #include "support/manual_event.hpp"
@@ -237,6 +238,125 @@ SHOAL_TEST(ScopeTest, ARethrownChildCancelledIsTheScopesFault) {
   } catch (const shoal::ChildCancelled&) {
     // An ordinary fault: `outer` absorbs only its own Cancelled.
   }
+}
+
+// What reached on_suppressed_fault, by what().
+struct SuppressedReports {
+  std::mutex mu;
+  std::vector<std::string> whats;
+  std::vector<std::string> get() {
+    std::lock_guard<std::mutex> g(mu);
+    return whats;
+  }
+};
+
+void run_with_reports(std::size_t workers, SuppressedReports& reports, Task<void> t) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  shoal::RuntimeOptions opts;
+  opts.workers = workers;
+  opts.on_suppressed_fault = [&reports](std::exception_ptr e) {
+    std::string what = "(not a std::exception)";
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      what = x.what();
+    } catch (...) {
+    }
+    std::lock_guard<std::mutex> g(reports.mu);
+    reports.whats.push_back(what);
+  };
+  shoal::run(std::move(t), std::move(opts));
+}
+
+// A start() child that fails only once the scope's first fault cancelled
+// it: its fault is always a later one.
+Task<int> fails_once_cancelled(shoal::test::ManualEvent& never) {
+  try {
+    co_await never.wait();
+  } catch (const shoal::Cancelled&) {
+  }
+  throw Boom("later");
+  co_return 0;
+}
+
+Task<void> first_fault() {
+  throw Boom("first");
+  co_return;
+}
+
+TEST_P(ScopeTest, ADeliveredLaterFaultIsReportedOnceWhenRethrown) {
+  SuppressedReports reports;
+  shoal::test::ManualEvent never;
+  run_with_reports(GetParam(), reports, [&]() -> Task<void> {
+    try {
+      co_await shoal::scope([&](Scope& s) -> Task<void> {
+        auto h = s.start(fails_once_cancelled(never));
+        s.spawn(first_fault());
+        // Shielded, so that the handle delivers the fault; the body rethrows it.
+        auto deliver = [&]() -> Task<void> { (void)co_await h; };
+        co_await shoal::shielded(deliver());
+      });
+      ADD_FAILURE() << "the scope returned normally";
+    } catch (const Boom& e) {
+      EXPECT_STREQ(e.what(), "first");
+    }
+  }());
+  EXPECT_EQ(reports.get(), std::vector<std::string>{"later"});
+}
+
+TEST_P(ScopeTest, AHandledDeliveredFaultIsNotReported) {
+  SuppressedReports reports;
+  shoal::test::ManualEvent never;
+  std::string handled;
+  run_with_reports(GetParam(), reports, [&]() -> Task<void> {
+    try {
+      co_await shoal::scope([&](Scope& s) -> Task<void> {
+        auto h = s.start(fails_once_cancelled(never));
+        s.spawn(first_fault());
+        auto deliver = [&]() -> Task<void> {
+          try {
+            (void)co_await h;
+          } catch (const Boom& e) {
+            handled = e.what();  // the awaiter's now, like a call's exception
+          }
+        };
+        co_await shoal::shielded(deliver());
+      });
+      ADD_FAILURE() << "the scope returned normally";
+    } catch (const Boom& e) {
+      EXPECT_STREQ(e.what(), "first");
+    }
+  }());
+  EXPECT_EQ(handled, "later");
+  EXPECT_TRUE(reports.get().empty()) << reports.get().size() << " reports";
+}
+
+TEST_P(ScopeTest, AnUndeliveredLaterFaultIsReportedAtScopeExit) {
+  SuppressedReports reports;
+  shoal::test::ManualEvent never;
+  std::size_t reported_before_exit = 99;
+  std::size_t counted_before_exit = 99;
+  run_with_reports(GetParam(), reports, [&]() -> Task<void> {
+    try {
+      co_await shoal::scope([&](Scope& s) -> Task<void> {
+        auto h = s.start(fails_once_cancelled(never));
+        s.spawn(first_fault());
+        auto wait_done = [&]() -> Task<void> {
+          while (!h.done()) co_await shoal::checkpoint();
+        };
+        co_await shoal::shielded(wait_done());
+        // The child failed, but its handle could still deliver the fault.
+        reported_before_exit = reports.get().size();
+        counted_before_exit = s.suppressed_faults();
+      });
+      ADD_FAILURE() << "the scope returned normally";
+    } catch (const Boom& e) {
+      EXPECT_STREQ(e.what(), "first");
+    }
+  }());
+  EXPECT_EQ(reported_before_exit, 0u) << "reported before the result was known to be undelivered";
+  EXPECT_EQ(counted_before_exit, 0u);
+  EXPECT_EQ(reports.get(), std::vector<std::string>{"later"});
 }
 
 SHOAL_TEST(ScopeTest, SpawnCopiesArgumentsAndOwnsTheCallable) {

@@ -57,6 +57,7 @@ struct Fiber {
 
   static constexpr std::uint32_t kRetained = 1;  // frame outlives completion (start())
   static constexpr std::uint32_t kLinked = 2;    // in home's fiber list (linked at its first wait)
+  static constexpr std::uint32_t kFaultDeferred = 4;  // a retained child's later fault: reported only if undelivered
   static constexpr unsigned kPinShift = 16;      // flags >> kPinShift: 1 + the worker it is pinned to, or 0
   static constexpr std::uintptr_t kJoinRunning = 0, kJoinDone = 1, kJoinCancelPending = 2;
 

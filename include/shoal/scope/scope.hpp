@@ -163,7 +163,10 @@ class Scope final : private detail::FiberOwner {
   /// True once this scope (or an enclosing one) is cancelled.
   bool cancel_requested() const noexcept { return node_.cancelled.load(std::memory_order_acquire); }
 
-  /// Faults after the first (each also went to `on_suppressed_fault`).
+  /// Faults after the first reported so far (each also went to
+  /// `on_suppressed_fault`). A later fault of a `start()` child is the
+  /// awaiter's once its handle delivers it: it counts only if rethrown into
+  /// the scope, or at the scope's exit if it was never delivered.
   std::size_t suppressed_faults() const noexcept { return suppressed_.load(std::memory_order_relaxed); }
 
  private:
@@ -192,18 +195,26 @@ class Scope final : private detail::FiberOwner {
     detail::schedule_spawn(&cf);
   }
 
-  void fault(std::exception_ptr e) noexcept {
-    if (!faulted_.exchange(true, std::memory_order_acq_rel)) {
-      first_fault_ = std::move(e);
-      first_fault_ready_.store(true, std::memory_order_release);
-      node_.cancel(true);
-    } else if (first_fault_ready_.load(std::memory_order_acquire) && e == first_fault_) {
-      // The same exception again (a body rethrowing what a JoinHandle or
-      // start_ready delivered): not a second fault.
-    } else {
-      suppressed_.fetch_add(1, std::memory_order_relaxed);
-      detail::report_suppressed_fault(node_.sched, e);
-    }
+  /// Latches `e` as the first fault and cancels the scope, unless another
+  /// fault came first. True if `e` is now the first fault.
+  bool latch_first_fault(const std::exception_ptr& e) noexcept {
+    if (faulted_.exchange(true, std::memory_order_acq_rel)) return false;
+    first_fault_ = e;
+    first_fault_ready_.store(true, std::memory_order_release);
+    node_.cancel(true);
+    return true;
+  }
+  /// The first fault again (a body rethrowing what a JoinHandle or
+  /// start_ready delivered): not a second fault.
+  bool is_first_fault(const std::exception_ptr& e) const noexcept {
+    return first_fault_ready_.load(std::memory_order_acquire) && e == first_fault_;
+  }
+  void report_later_fault(const std::exception_ptr& e) noexcept {
+    suppressed_.fetch_add(1, std::memory_order_relaxed);
+    detail::report_suppressed_fault(node_.sched, e);
+  }
+  void fault(const std::exception_ptr& e) noexcept {
+    if (!latch_first_fault(e) && !is_first_fault(e)) report_later_fault(e);
   }
 
   std::coroutine_handle<> fiber_done(detail::Fiber& f, detail::PromiseBase& p,
@@ -224,7 +235,8 @@ class Scope final : private detail::FiberOwner {
   };
   JoinAwaiter join_all() noexcept { return JoinAwaiter{this}; }
 
-  /// After the join: unlinks the node, frees undelivered results.
+  /// After the join: unlinks the node, reports undelivered later faults and
+  /// frees undelivered results.
   void leave() noexcept;
   /// A delivered start() result: unlink and free its frame.
   void release_retained(detail::Fiber& f, std::coroutine_handle<> frame) noexcept;
@@ -294,7 +306,10 @@ auto scope(F body) -> Task<typename std::invoke_result_t<F&, Scope&>::value_type
 }
 
 /// The result of `Scope::start`. Awaiting it is a checkpoint: inside a
-/// cancelled scope it throws Cancelled. Awaited at most once.
+/// cancelled scope it throws Cancelled. Awaited at most once. The child's
+/// fault, once delivered, belongs to the awaiter (as a function call's
+/// exception belongs to its caller): rethrown, it reaches the scope as an
+/// ordinary fault; handled, it is reported nowhere.
 template <class T>
 class JoinHandle {
  public:
