@@ -16,3 +16,4 @@
 #include "shoal/net/stream.hpp"
 #include "shoal/net/serve.hpp"
 #include "shoal/signal/signal.hpp"
+#include "shoal/process/process.hpp"

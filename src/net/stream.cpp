@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -40,7 +41,9 @@ struct YieldIfOutOfBudget {
 std::string peer_of(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "an unconnected socket";
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    return errno == ENOTSOCK ? "a pipe" : "an unconnected socket";
+  }
   return Address::from_native(reinterpret_cast<sockaddr*>(&ss), len).to_string();
 }
 
@@ -81,7 +84,7 @@ Task<std::size_t> Stream::read_some(std::span<std::byte> buf) {
   IoSource* s = source(IoSource::kReadable | IoSource::kWritable);
   for (;;) {
     const std::uint32_t seen = s->state.load(std::memory_order_acquire);
-    const ssize_t n = ::recv(fd_, buf.data(), buf.size(), 0);
+    const ssize_t n = ::read(fd_, buf.data(), buf.size());  // sockets and pipes alike
     if (n >= 0) {
       co_await YieldIfOutOfBudget{};
       co_return static_cast<std::size_t>(n);
@@ -117,10 +120,10 @@ Task<std::size_t> Stream::write_some(std::span<const std::byte> buf) {
     }
     const int err = errno;
     if (err == EINTR) continue;
-    if (err == ENOTSOCK) {  // a pipe or tty behind a Stream: plain write
+    if (err == ENOTSOCK) {  // a pipe behind a Stream (SIGPIPE is ignored: EPIPE instead)
       const ssize_t w = ::write(fd_, buf.data(), buf.size());
       if (w >= 0) co_return static_cast<std::size_t>(w);
-      if (errno != EAGAIN) io_error("write", fd_, errno);
+      if (errno != EAGAIN && errno != EINTR) io_error("write", fd_, errno);
     } else if (err != EAGAIN && err != EWOULDBLOCK) {
       io_error("write", fd_, err);
     }
@@ -138,12 +141,10 @@ Task<void> Stream::wait_readable() {
   IoSource* s = source(IoSource::kReadable | IoSource::kWritable);
   for (;;) {
     const std::uint32_t seen = s->state.load(std::memory_order_acquire);
-    std::byte probe;
-    const ssize_t n = ::recv(fd_, &probe, 1, MSG_PEEK);
-    if (n >= 0) co_return;  // data, or the end of the stream
-    const int err = errno;
-    if (err == EINTR) continue;
-    if (err != EAGAIN && err != EWOULDBLOCK) co_return;  // the read will report it
+    pollfd p{fd_, POLLIN, 0};  // sockets and pipes alike; no data is consumed
+    const int n = ::poll(&p, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != 0) co_return;  // data, the end of the stream, or an error the read will report
     if (detail::io_clear(s, seen, IoSource::kReadable)) co_await detail::IoReadyAwaiter(s, IoSource::kReadable);
   }
 }

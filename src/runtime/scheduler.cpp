@@ -18,6 +18,7 @@
 // backend's wait; others block on a futex. See idle.hpp for the wake protocol.
 #include "src/runtime/scheduler.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,6 +77,14 @@ Scheduler::Scheduler(RuntimeOptions options)
       io_core_(new IoCore()),
       idle_(options_.workers),
       det_rng_(options_.deterministic_seed.value_or(0)) {
+  // A write to a closed socket or pipe must be an EPIPE error, never a
+  // signal that kills the process (Rust's std and Go do the same).
+  {
+    struct sigaction old_action {};
+    if (::sigaction(SIGPIPE, nullptr, &old_action) == 0 && old_action.sa_handler == SIG_DFL) {
+      ::signal(SIGPIPE, SIG_IGN);
+    }
+  }
   io_core_->sched = this;
   io_core_->rearm = backend_->needs_rearm();
   workers_.reserve(options_.workers);
@@ -279,8 +288,9 @@ void Scheduler::schedule(Fiber* f) noexcept {
   Fiber* prev = w->lifo;
   w->lifo = f;
   if (prev != nullptr) {
+    const bool pinned = pin_of(prev) != 0;  // read before publishing: prev may run elsewhere at once
     push_local(*w, prev);
-    notify_parked();
+    if (!pinned) notify_parked();  // a pinned fiber is no work for anyone else
   }
 }
 
@@ -290,8 +300,9 @@ void Scheduler::schedule_spawn(Fiber* f) noexcept {
     schedule(f);
     return;
   }
+  const bool pinned = pin_of(f) != 0;  // read before publishing: f may run elsewhere at once
   push_local(*w, f);
-  notify_parked();
+  if (!pinned) notify_parked();  // a pinned fiber is no work for anyone else
 }
 
 void Scheduler::schedule_yield(Fiber* f) noexcept { schedule_spawn(f); }

@@ -34,7 +34,8 @@ enum class Shutdown { read, write, both };
 class Stream {
  public:
   Stream() noexcept = default;
-  /// Adopts a connected, non-blocking socket.
+  /// Adopts a connected, non-blocking socket or pipe end (set_nodelay,
+  /// shutdown and the addresses are for sockets only).
   explicit Stream(int fd) noexcept : fd_(fd) {}
   Stream(Stream&& o) noexcept;
   Stream& operator=(Stream&& o) noexcept;

@@ -60,7 +60,7 @@ inline constexpr bool kIsCharPointer =
 /// A child owns its arguments: anything that only refers to memory the
 /// spawner owns would dangle once the spawner moves on. One assertion per
 /// kind, so the message names what was rejected; the compiler's
-/// "required from" note names the argument.
+/// "required from" notes name the argument's type and the call site.
 template <class A>
 constexpr bool check_owned_arg() {
   using D = std::decay_t<A>;

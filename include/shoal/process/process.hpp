@@ -1,0 +1,73 @@
+// Child processes with piped stdio and an async wait: a stdio proxy needs
+// no thread per session.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shoal/net/stream.hpp"
+#include "shoal/runtime/task.hpp"
+
+namespace shoal::process {
+
+enum class Stdio { inherit, pipe, null };
+
+struct Options {
+  Stdio in = Stdio::inherit;
+  Stdio out = Stdio::inherit;
+  Stdio err = Stdio::inherit;
+  std::string cwd;                              ///< empty: the parent's
+  std::optional<std::vector<std::string>> env;  ///< "K=V" entries; none: the parent's environment
+};
+
+/// How a child ended.
+struct ExitStatus {
+  int code = -1;    ///< the exit code, or -1 if a signal ended it
+  int signal = 0;   ///< the signal that ended it, or 0
+  bool success() const noexcept { return code == 0; }
+  std::string to_string() const;
+};
+
+/// A running (or finished) child. Move-only.
+/// The destructor of a child that was never waited for kills it (SIGKILL)
+/// and reaps it without blocking: no zombie, no orphan left running.
+class Child {
+ public:
+  Child(Child&& o) noexcept;
+  Child& operator=(Child&& o) noexcept;
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child();
+
+  pid_t pid() const noexcept { return pid_; }
+  /// The pipe ends (Stdio::pipe only; std::logic_error otherwise). Move the
+  /// stdin end out (or close it) to send end-of-file.
+  net::Stream& in();
+  net::Stream& out();
+  net::Stream& err();
+
+  /// Waits for the child to exit (pidfd where available). Checkpoint: yes;
+  /// cancelling the wait leaves the child running.
+  Task<ExitStatus> wait();
+  /// Sends `sig` (default SIGTERM); a no-op once the child was reaped.
+  void kill(int sig = 15);
+
+ private:
+  friend Child spawn(const std::vector<std::string>& argv, const Options& options);
+  Child() = default;
+  void release() noexcept;
+  pid_t pid_ = -1;
+  int pidfd_ = -1;
+  std::optional<ExitStatus> status_;
+  std::optional<net::Stream> in_, out_, err_;
+};
+
+/// Starts argv[0] (searched in PATH) with argv. Throws std::system_error
+/// naming the program if it cannot be started (e.g. no such file), and
+/// std::invalid_argument for an empty argv.
+Child spawn(const std::vector<std::string>& argv, const Options& options = {});
+
+}  // namespace shoal::process

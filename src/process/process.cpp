@@ -1,0 +1,226 @@
+// Child processes: posix_spawnp with piped stdio, an async wait on a pidfd.
+#include "shoal/process/process.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <system_error>
+
+#include "shoal/detail/io_source.hpp"
+#include "shoal/time/sleep.hpp"
+
+extern char** environ;
+
+namespace shoal::process {
+namespace {
+
+// Children whose owner was destroyed before they were reaped: SIGKILLed and
+// reaped (without blocking) by later process calls.
+std::mutex g_orphans_mu;
+std::vector<pid_t> g_orphans;
+
+void reap_orphans() {
+  std::lock_guard<std::mutex> g(g_orphans_mu);
+  for (std::size_t i = 0; i < g_orphans.size();) {
+    if (::waitpid(g_orphans[i], nullptr, WNOHANG) != 0) {
+      g_orphans[i] = g_orphans.back();
+      g_orphans.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
+ExitStatus decode(int st) {
+  ExitStatus s;
+  if (WIFEXITED(st)) s.code = WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) s.signal = WTERMSIG(st);
+  return s;
+}
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  int release() { return std::exchange(fd, -1); }
+};
+
+[[noreturn]] void fail(const std::string& what, int err) {
+  throw std::system_error(err, std::generic_category(), "shoal::process::spawn " + what);
+}
+
+}  // namespace
+
+std::string ExitStatus::to_string() const {
+  if (signal != 0) {
+    const char* d = ::sigabbrev_np(signal);
+    return std::string("killed by ") + (d != nullptr ? std::string("SIG") + d : "signal " + std::to_string(signal));
+  }
+  return "exit code " + std::to_string(code);
+}
+
+Child spawn(const std::vector<std::string>& argv, const Options& options) {
+  if (argv.empty() || argv[0].empty()) throw std::invalid_argument("shoal::process::spawn: argv is empty");
+  reap_orphans();
+  const std::string prog = "\"" + argv[0] + "\"";
+  // [0] = the child's end, [1] = ours (non-blocking), per stream.
+  Fd ends[3][2];
+  const Stdio kinds[3] = {options.in, options.out, options.err};
+  for (int i = 0; i < 3; ++i) {
+    if (kinds[i] != Stdio::pipe) continue;
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) fail(prog + ": pipe2", errno);
+    const bool child_reads = i == 0;
+    ends[i][0].fd = child_reads ? p[0] : p[1];
+    ends[i][1].fd = child_reads ? p[1] : p[0];
+    ::fcntl(ends[i][1].fd, F_SETFL, ::fcntl(ends[i][1].fd, F_GETFL) | O_NONBLOCK);
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  struct Cleanup {
+    posix_spawn_file_actions_t* fa;
+    posix_spawnattr_t* attr;
+    ~Cleanup() {
+      posix_spawn_file_actions_destroy(fa);
+      posix_spawnattr_destroy(attr);
+    }
+  } cleanup{&fa, &attr};
+  for (int i = 0; i < 3; ++i) {
+    if (kinds[i] == Stdio::pipe) posix_spawn_file_actions_adddup2(&fa, ends[i][0].fd, i);
+    if (kinds[i] == Stdio::null) posix_spawn_file_actions_addopen(&fa, i, "/dev/null", i == 0 ? O_RDONLY : O_WRONLY, 0);
+  }
+  if (!options.cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, options.cwd.c_str());
+  // The child starts with default signal handling and an empty mask: the
+  // runtime ignores SIGPIPE, and an ignored disposition survives exec.
+  sigset_t all, none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> envs;
+  if (options.env) {
+    for (const auto& e : *options.env) envs.push_back(const_cast<char*>(e.c_str()));
+    envs.push_back(nullptr);
+  }
+  pid_t pid = -1;
+  const int rc = ::posix_spawnp(&pid, argv[0].c_str(), &fa, &attr, args.data(), options.env ? envs.data() : environ);
+  if (rc != 0) fail(prog, rc);
+
+  Child c;
+  c.pid_ = pid;
+  c.pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));  // -1 (ENOSYS) on old kernels: wait polls
+  if (c.pidfd_ >= 0) ::fcntl(c.pidfd_, F_SETFD, FD_CLOEXEC);
+  if (kinds[0] == Stdio::pipe) c.in_.emplace(ends[0][1].release());
+  if (kinds[1] == Stdio::pipe) c.out_.emplace(ends[1][1].release());
+  if (kinds[2] == Stdio::pipe) c.err_.emplace(ends[2][1].release());
+  return c;  // the child's ends close here
+}
+
+Child::Child(Child&& o) noexcept
+    : pid_(std::exchange(o.pid_, -1)),
+      pidfd_(std::exchange(o.pidfd_, -1)),
+      status_(o.status_),
+      in_(std::move(o.in_)),
+      out_(std::move(o.out_)),
+      err_(std::move(o.err_)) {}
+
+Child& Child::operator=(Child&& o) noexcept {
+  if (this != &o) {
+    release();
+    pid_ = std::exchange(o.pid_, -1);
+    pidfd_ = std::exchange(o.pidfd_, -1);
+    status_ = o.status_;
+    in_ = std::move(o.in_);
+    out_ = std::move(o.out_);
+    err_ = std::move(o.err_);
+  }
+  return *this;
+}
+
+Child::~Child() { release(); }
+
+void Child::release() noexcept {
+  in_.reset();
+  out_.reset();
+  err_.reset();
+  if (pid_ > 0 && !status_) {
+    ::kill(pid_, SIGKILL);
+    if (::waitpid(pid_, nullptr, WNOHANG) == 0) {
+      std::lock_guard<std::mutex> g(g_orphans_mu);
+      g_orphans.push_back(pid_);
+    }
+  }
+  if (pidfd_ >= 0) ::close(pidfd_);
+  pid_ = -1;
+  pidfd_ = -1;
+}
+
+namespace {
+net::Stream& pipe_or_throw(std::optional<net::Stream>& s, const char* which) {
+  if (!s) throw std::logic_error(std::string("shoal::process::Child::") + which + ": that stream is not Stdio::pipe");
+  return *s;
+}
+}  // namespace
+
+net::Stream& Child::in() { return pipe_or_throw(in_, "in"); }
+net::Stream& Child::out() { return pipe_or_throw(out_, "out"); }
+net::Stream& Child::err() { return pipe_or_throw(err_, "err"); }
+
+void Child::kill(int sig) {
+  if (pid_ > 0 && !status_) ::kill(pid_, sig);
+}
+
+Task<ExitStatus> Child::wait() {
+  if (status_) co_return *status_;
+  if (pid_ <= 0) throw std::logic_error("shoal::process::Child::wait: no child (moved from)");
+  reap_orphans();
+  struct Watch {
+    detail::IoSource* src = nullptr;
+    ~Watch() {
+      if (src != nullptr) detail::io_deregister(src);
+    }
+  } watch;
+  if (pidfd_ >= 0) watch.src = detail::io_register(pidfd_, 0);
+  auto backoff = std::chrono::milliseconds(1);
+  for (;;) {
+    if (detail::Fiber* f = detail::current_fiber(); f != nullptr && f->cancelled()) throw Cancelled{};
+    const std::uint32_t seen = watch.src != nullptr ? watch.src->state.load(std::memory_order_acquire) : 0;
+    int st = 0;
+    const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+    if (r == pid_) {
+      status_ = decode(st);
+      co_return *status_;
+    }
+    if (r < 0 && errno != EINTR) {
+      throw std::system_error(errno, std::generic_category(), "shoal::process::Child::wait " + std::to_string(pid_));
+    }
+    if (r < 0) continue;
+    if (watch.src != nullptr) {
+      if (detail::io_clear(watch.src, seen, detail::IoSource::kReadable)) {
+        co_await detail::IoReadyAwaiter(watch.src, detail::IoSource::kReadable);
+      }
+    } else {
+      co_await sleep_for(backoff);  // no pidfd: poll, backing off
+      if (backoff < std::chrono::milliseconds(50)) backoff *= 2;
+    }
+  }
+}
+
+}  // namespace shoal::process

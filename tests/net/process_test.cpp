@@ -1,0 +1,102 @@
+// Child processes: piped stdio, async wait, exit statuses, errors.
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "shoal/process/process.hpp"
+#include "support/test_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using shoal::Task;
+namespace process = shoal::process;
+
+SHOAL_TEST_SUITE(ProcessTest);
+
+Task<std::string> read_all(shoal::net::Stream& s) {
+  std::string out;
+  std::vector<char> buf(4096);
+  for (;;) {
+    const std::size_t n = co_await s.read_some(std::as_writable_bytes(std::span(buf)));
+    if (n == 0) co_return out;
+    out.append(buf.data(), n);
+  }
+}
+
+SHOAL_TEST(ProcessTest, CatEchoesItsStdinToItsStdout) {
+  auto child = process::spawn({"cat"}, {.in = process::Stdio::pipe, .out = process::Stdio::pipe});
+  std::string got;
+  const std::string text(100'000, 'z');  // more than a pipe buffer: both directions must flow at once
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      co_await child.in().write_all(text);
+      child.in().close();  // end of file for cat
+    });
+    got = co_await read_all(child.out());
+  });
+  const auto status = co_await child.wait();
+  EXPECT_TRUE(status.success()) << status.to_string();
+  EXPECT_EQ(got.size(), text.size());
+  EXPECT_TRUE(got == text);
+}
+
+SHOAL_TEST(ProcessTest, ExitCodesAndSignalsAreReported) {
+  auto exits = process::spawn({"sh", "-c", "exit 3"});
+  const auto a = co_await exits.wait();
+  EXPECT_EQ(a.code, 3);
+  EXPECT_EQ(a.to_string(), "exit code 3");
+  auto sleeper = process::spawn({"sleep", "30"});
+  sleeper.kill(SIGKILL);
+  const auto b = co_await sleeper.wait();
+  EXPECT_EQ(b.signal, SIGKILL);
+  EXPECT_EQ(b.to_string(), "killed by SIGKILL");
+  EXPECT_EQ((co_await sleeper.wait()).signal, SIGKILL) << "a second wait must return the same status";
+}
+
+TEST(ProcessSpawn, AMissingProgramIsNamed) {
+  try {
+    (void)process::spawn({"shoal-no-such-program"});
+    ADD_FAILURE() << "spawned a missing program";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), ENOENT);
+    EXPECT_NE(std::string(e.what()).find("\"shoal-no-such-program\""), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)process::spawn({}), std::invalid_argument);
+}
+
+SHOAL_TEST(ProcessTest, ACancelledWaitLeavesTheChildRunning) {
+  auto child = process::spawn({"sleep", "30"});
+  auto r = co_await shoal::move_on_after(5ms, child.wait());
+  EXPECT_FALSE(r.has_value());
+  EXPECT_EQ(::kill(child.pid(), 0), 0) << "the child is gone";
+  child.kill(SIGTERM);
+  EXPECT_EQ((co_await child.wait()).signal, SIGTERM);
+}
+
+SHOAL_TEST(ProcessTest, DestroyingAnUnwaitedChildKillsIt) {
+  pid_t pid;
+  {
+    auto child = process::spawn({"sleep", "30"});
+    pid = child.pid();
+  }
+  // Killed at once; reaped by the destructor or by the next process call.
+  for (int i = 0; i < 2000 && ::kill(pid, 0) == 0; ++i) {
+    auto probe = process::spawn({"true"});
+    (void)co_await probe.wait();
+  }
+  EXPECT_NE(::kill(pid, 0), 0) << "the child of a destroyed Child is still there";
+}
+
+SHOAL_TEST(ProcessTest, StderrAndDevNullAreWiredAsAsked) {
+  auto child = process::spawn({"sh", "-c", "echo out; echo err >&2"},
+                              {.in = process::Stdio::null, .out = process::Stdio::null, .err = process::Stdio::pipe});
+  EXPECT_EQ(co_await read_all(child.err()), "err\n");
+  EXPECT_TRUE((co_await child.wait()).success());
+  EXPECT_THROW((void)child.out(), std::logic_error);
+}
+
+}  // namespace
