@@ -122,10 +122,10 @@ Task<int> wait_for(std::vector<int> wanted) {
 
 }  // namespace
 
-// Not a coroutine: the list's array only lives for the caller's
-// full-expression, and the task may be awaited later.
-Task<int> wait(std::initializer_list<int> signals) {
-  std::vector<int> wanted(signals);
+// Not a coroutine: checks and installs at the call, so a signal sent right
+// after the call (before the first await) is already counted.
+Task<int> wait(SignalSet signals) {
+  std::vector<int> wanted(signals.begin(), signals.end());
   install(wanted);
   return wait_for(std::move(wanted));
 }

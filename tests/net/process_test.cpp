@@ -28,7 +28,10 @@ Task<std::string> read_all(shoal::net::Stream& s) {
 }
 
 SHOAL_TEST(ProcessTest, CatEchoesItsStdinToItsStdout) {
-  auto child = process::spawn({"cat"}, {.in = process::Stdio::pipe, .out = process::Stdio::pipe});
+  process::Options opts;
+  opts.in = process::Stdio::pipe;
+  opts.out = process::Stdio::pipe;
+  auto child = process::spawn({"cat"}, opts);
   std::string got;
   const std::string text(100'000, 'z');  // more than a pipe buffer: both directions must flow at once
   co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
@@ -92,8 +95,11 @@ SHOAL_TEST(ProcessTest, DestroyingAnUnwaitedChildKillsIt) {
 }
 
 SHOAL_TEST(ProcessTest, StderrAndDevNullAreWiredAsAsked) {
-  auto child = process::spawn({"sh", "-c", "echo out; echo err >&2"},
-                              {.in = process::Stdio::null, .out = process::Stdio::null, .err = process::Stdio::pipe});
+  process::Options opts;
+  opts.in = process::Stdio::null;
+  opts.out = process::Stdio::null;
+  opts.err = process::Stdio::pipe;
+  auto child = process::spawn({"sh", "-c", "echo out; echo err >&2"}, opts);
   EXPECT_EQ(co_await read_all(child.err()), "err\n");
   EXPECT_TRUE((co_await child.wait()).success());
   EXPECT_THROW((void)child.out(), std::logic_error);

@@ -46,7 +46,7 @@ Task<void> answer(Stream conn) {
     if (n == 0) break;
     req.append(buf.data(), n);
   }
-  co_await conn.write_all(cbytes("re: " + req));
+  co_await conn.write_all(cbytes(std::string("re: ").append(req)));
 }
 
 SHOAL_TEST(ServeTest, ServesMoreClientsThanMaxConnectionsNeverAboveTheLimit) {
@@ -73,7 +73,8 @@ SHOAL_TEST(ServeTest, ServesMoreClientsThanMaxConnectionsNeverAboveTheLimit) {
     co_await shoal::scope([&](shoal::Scope& clients) -> Task<void> {
       for (int i = 0; i < kClients; ++i) {
         clients.spawn([&, i]() -> Task<void> {
-          if (co_await request(addr, "q" + std::to_string(i)) == "re: q" + std::to_string(i)) ok.fetch_add(1);
+          const std::string q = std::string("q").append(std::to_string(i));
+          if (co_await request(addr, q) == std::string("re: ").append(q)) ok.fetch_add(1);
         });
       }
       co_return;

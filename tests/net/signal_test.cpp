@@ -30,7 +30,9 @@ SHOAL_TEST(SignalTest, NoDeliveryIsLostBetweenWaits) {
   // The kernel may merge two deliveries of a pending signal into one; wait
   // for the second only if it was delivered separately.
   auto again = co_await shoal::move_on_after(20ms, shoal::signal::wait({SIGUSR1}));
-  if (again) EXPECT_EQ(*again, SIGUSR1);
+  if (again) {
+    EXPECT_EQ(*again, SIGUSR1);
+  }
   // A delivery while nobody waits is kept for the next wait.
   ::kill(::getpid(), SIGUSR1);
   for (int i = 0; i < 10; ++i) co_await shoal::checkpoint();

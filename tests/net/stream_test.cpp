@@ -295,7 +295,9 @@ TEST(ListenerTest, BindErrorsNameTheAddress) {
   auto first = Listener::bind(Address::parse("127.0.0.1:0"));
   const Address taken = first.local_address();
   try {
-    (void)Listener::bind(taken, {.reuse_address = false});
+    shoal::net::ListenOptions no_reuse;
+    no_reuse.reuse_address = false;
+    (void)Listener::bind(taken, no_reuse);
     ADD_FAILURE() << "bound a port in use";
   } catch (const std::system_error& e) {
     EXPECT_EQ(e.code().value(), EADDRINUSE);
