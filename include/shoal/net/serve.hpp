@@ -91,11 +91,14 @@ Task<void> serve(Listener& listener, ServeOptions options, H handler) {
         });
       }
       for (;;) {
+        // A named factory: g++ 12 miscompiles a lambda temporary with a
+        // class-type capture inside a co_await expression (docs/task_sets.md).
         Stream conn = co_await listener.accept();
-        // While full this waits: backpressure, the backlog holds the rest.
-        (void)co_await set.spawn([h = &handler, o = &options, c = std::move(conn)]() mutable {
+        auto child = [h = &handler, o = &options, c = std::move(conn)]() mutable {
           return detail::run_handler(h, o, std::move(c));
-        });
+        };
+        // While full this waits: backpressure, the backlog holds the rest.
+        (void)co_await set.spawn(std::move(child));
       }
     });
     // Graceful shutdown: drain within the grace period, then cut off.
