@@ -12,14 +12,7 @@ void report_handler_fault(const net::ServeOptions& o, std::exception_ptr e, cons
     }
     return;
   }
-  std::string what = "(not a std::exception)";
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    what = ex.what();
-  } catch (...) {
-  }
-  std::fprintf(stderr, "shoal::net::serve: handler for %s failed: %s\n", peer.to_string().c_str(), what.c_str());
+  std::fprintf(stderr, "shoal::net::serve: handler for %s failed: %s\n", peer.to_string().c_str(), what_of(e).c_str());
 }
 
 }  // namespace shoal::detail

@@ -2,6 +2,7 @@
 // cancel fan-out of 10k children must not add 10k extra throws.
 #include <cxxabi.h>
 
+#include <string>
 #include <typeinfo>
 
 #include "shoal/runtime/errors.hpp"
@@ -30,6 +31,16 @@ bool is_cancelled_exception(const std::exception_ptr& e) noexcept {
     return false;
   }
 #endif
+}
+
+std::string what_of(const std::exception_ptr& e) noexcept {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+  }
+  return "(not a std::exception)";
 }
 
 }  // namespace detail

@@ -509,14 +509,7 @@ void Scheduler::report_suppressed(const std::exception_ptr& e) noexcept {
     }
     return;
   }
-  std::string what = "(not a std::exception)";
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    what = ex.what();
-  } catch (...) {
-  }
-  std::fprintf(stderr, "shoal: suppressed fault (its scope already had one): %s\n", what.c_str());
+  std::fprintf(stderr, "shoal: suppressed fault (its scope already had one): %s\n", what_of(e).c_str());
 }
 
 void Scheduler::dump(std::ostream& out) const {

@@ -51,6 +51,21 @@ TaskSet::Outcome TaskSet::admit_or_wait(detail::Fiber* f, detail::WaitHook* hook
   if (f->cancelled()) return Outcome::cancelled;
   if (try_admit()) return Outcome::admitted;
   if (closed()) return Outcome::closed;
+  return register_wait(f, hook, h, kAdmitWait);
+}
+
+TaskSet::Outcome TaskSet::idle_or_wait(detail::Fiber* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept {
+  if (f != body_) return Outcome::misuse;
+  if (f->cancelled()) return Outcome::cancelled;
+  if ((state_.load(std::memory_order_acquire) >> kCountShift) == 0) return Outcome::admitted;
+  return register_wait(f, hook, h, kIdleWait);
+}
+
+// The body's wait for a free slot (kAdmitWait) or for no live child
+// (kIdleWait). `admitted` means the condition held after all (for
+// kAdmitWait the slot is then taken).
+TaskSet::Outcome TaskSet::register_wait(detail::Fiber* f, detail::WaitHook* hook, std::coroutine_handle<> h,
+                                        std::uint64_t bit) noexcept {
   f->resume = h;
   admit_hook_ = hook;
   // A mark left by a canceller of an earlier wait (no hook is armed now, so
@@ -59,46 +74,24 @@ TaskSet::Outcome TaskSet::admit_or_wait(detail::Fiber* f, detail::WaitHook* hook
   if (!detail::arm_wait(f, hook)) return Outcome::cancelled;
   std::uint64_t v = state_.load(std::memory_order_acquire);
   for (;;) {
+    Outcome done = Outcome::waiting;
     if ((v & kCancelPending) != 0) {
       state_.fetch_and(~kCancelPending, std::memory_order_acq_rel);
-      detail::disarm_wait(f, hook);
-      return Outcome::cancelled;
-    }
-    if ((v & kClosed) != 0) {
-      detail::disarm_wait(f, hook);
-      return Outcome::closed;
-    }
-    if ((v >> kCountShift) < limit_) {
-      if (state_.compare_exchange_weak(v, v + kOne, std::memory_order_acq_rel)) {
-        detail::disarm_wait(f, hook);
-        return Outcome::admitted;
-      }
+      done = Outcome::cancelled;
+    } else if (bit == kAdmitWait && (v & kClosed) != 0) {
+      done = Outcome::closed;
+    } else if (bit == kAdmitWait && (v >> kCountShift) < limit_) {
+      if (!state_.compare_exchange_weak(v, v + kOne, std::memory_order_acq_rel)) continue;
+      done = Outcome::admitted;
+    } else if (bit == kIdleWait && (v >> kCountShift) == 0) {
+      done = Outcome::admitted;
+    } else if (state_.compare_exchange_weak(v, v | bit, std::memory_order_acq_rel)) {
+      return Outcome::waiting;  // nothing may touch the awaiter from here on
+    } else {
       continue;
     }
-    if (state_.compare_exchange_weak(v, v | kAdmitWait, std::memory_order_acq_rel)) return Outcome::waiting;
-  }
-}
-
-TaskSet::Outcome TaskSet::idle_or_wait(detail::Fiber* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept {
-  if (f != body_) return Outcome::misuse;
-  if (f->cancelled()) return Outcome::cancelled;
-  if ((state_.load(std::memory_order_acquire) >> kCountShift) == 0) return Outcome::admitted;
-  f->resume = h;
-  admit_hook_ = hook;
-  if ((state_.load(std::memory_order_relaxed) & kCancelPending) != 0) clear_cancel_pending();
-  if (!detail::arm_wait(f, hook)) return Outcome::cancelled;
-  std::uint64_t v = state_.load(std::memory_order_acquire);
-  for (;;) {
-    if ((v & kCancelPending) != 0) {
-      state_.fetch_and(~kCancelPending, std::memory_order_acq_rel);
-      detail::disarm_wait(f, hook);
-      return Outcome::cancelled;
-    }
-    if ((v >> kCountShift) == 0) {
-      detail::disarm_wait(f, hook);
-      return Outcome::admitted;
-    }
-    if (state_.compare_exchange_weak(v, v | kIdleWait, std::memory_order_acq_rel)) return Outcome::waiting;
+    detail::disarm_wait(f, hook);
+    return done;
   }
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -73,6 +74,8 @@ bool is_cancelled_exception(const std::exception_ptr& e) noexcept;
 /// True while handling a Cancelled (inside unhandled_exception), without a rethrow.
 bool current_exception_is_cancelled() noexcept;
 void report_suppressed_fault(Scheduler* s, const std::exception_ptr& e) noexcept;
+/// The message of a fault, for one-line reports ("(not a std::exception)" otherwise).
+std::string what_of(const std::exception_ptr& e) noexcept;
 
 /// A task waiting on a Scope::start child. The child's `join` word holds a
 /// pointer to it while it waits; whoever swaps that word out owns the wake.

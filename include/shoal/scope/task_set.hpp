@@ -252,6 +252,7 @@ class TaskSet final : private detail::FiberOwner {
   /// The cancel_wait of a spawn waiting for a slot (or of wait_idle: `bit`).
   bool cancel_admission_wait(std::uint64_t bit = kAdmitWait) noexcept;
   Outcome idle_or_wait(detail::Fiber* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept;
+  Outcome register_wait(detail::Fiber* f, detail::WaitHook* hook, std::coroutine_handle<> h, std::uint64_t bit) noexcept;
   /// After the body resumed from an admission wait: clears what a canceller left.
   void clear_cancel_pending() noexcept { state_.fetch_and(~kCancelPending, std::memory_order_acq_rel); }
   void launch(detail::PromiseBase& p, std::coroutine_handle<> h, bool local) noexcept;

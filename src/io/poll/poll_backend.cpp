@@ -53,8 +53,14 @@ void PollBackend::rearm(int fd, std::uint32_t interest, void* token) {
 }
 
 void PollBackend::remove(int fd) noexcept {
-  ::shoal::detail::shim::lock_guard<::shoal::detail::shim::mutex> g(mu_);
-  regs_.erase(fd);
+  {
+    ::shoal::detail::shim::lock_guard<::shoal::detail::shim::mutex> g(mu_);
+    regs_.erase(fd);
+  }
+  // A poll(2) in progress holds a reference to every file in its set, so a
+  // socket closed now would not really close (no FIN or RST goes out) until
+  // that poll returns, which may be never if it waits for the peer's answer.
+  wake();
 }
 
 std::size_t PollBackend::wait(std::chrono::nanoseconds timeout, std::span<Event> out) {
