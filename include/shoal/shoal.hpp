@@ -15,5 +15,6 @@
 #include "shoal/net/address.hpp"
 #include "shoal/net/stream.hpp"
 #include "shoal/net/serve.hpp"
+#include "shoal/net/udp.hpp"
 #include "shoal/signal/signal.hpp"
 #include "shoal/process/process.hpp"

@@ -1,0 +1,128 @@
+// UDP sockets on the reactor; resolution on the blocking pool.
+#include "shoal/net/udp.hpp"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <stdexcept>
+#include <system_error>
+
+#include "shoal/detail/io_source.hpp"
+#include "shoal/runtime/spawn_blocking.hpp"
+
+namespace shoal::net {
+namespace {
+
+using detail::IoSource;
+
+void check_cancelled() {
+  if (detail::Fiber* f = detail::current_fiber(); f != nullptr && f->cancelled()) throw Cancelled{};
+}
+
+[[noreturn]] void udp_error(const std::string& what, int err) {
+  throw std::system_error(err, std::generic_category(), "shoal::net::UdpSocket::" + what);
+}
+
+}  // namespace
+
+UdpSocket UdpSocket::bind(const Address& address) {
+  const int fd = ::socket(address.family(), SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) udp_error("bind " + address.to_string() + ": socket", errno);
+  if (::bind(fd, address.native(), address.native_size()) != 0) {
+    const int err = errno;
+    ::close(fd);
+    udp_error("bind " + address.to_string(), err);
+  }
+  UdpSocket s;
+  s.fd_ = fd;
+  return s;
+}
+
+UdpSocket::UdpSocket(UdpSocket&& o) noexcept : fd_(std::exchange(o.fd_, -1)), src_(std::exchange(o.src_, nullptr)) {}
+
+UdpSocket& UdpSocket::operator=(UdpSocket&& o) noexcept {
+  if (this != &o) {
+    close();
+    fd_ = std::exchange(o.fd_, -1);
+    src_ = std::exchange(o.src_, nullptr);
+  }
+  return *this;
+}
+
+UdpSocket::~UdpSocket() { close(); }
+
+void UdpSocket::close() noexcept {
+  if (src_ != nullptr) detail::io_deregister(std::exchange(src_, nullptr));
+  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+}
+
+IoSource* UdpSocket::source() {
+  if (fd_ < 0) throw std::logic_error("shoal::net::UdpSocket: used after close (or moved from)");
+  if (src_ == nullptr) src_ = detail::io_register(fd_, IoSource::kReadable | IoSource::kWritable);
+  return src_;
+}
+
+Task<std::size_t> UdpSocket::send_to(std::span<const std::byte> data, Address to) {
+  check_cancelled();
+  IoSource* s = source();
+  for (;;) {
+    const std::uint32_t seen = s->state.load(std::memory_order_acquire);
+    const ssize_t n = ::sendto(fd_, data.data(), data.size(), MSG_NOSIGNAL, to.native(), to.native_size());
+    if (n >= 0) co_return static_cast<std::size_t>(n);
+    const int err = errno;
+    if (err == EINTR) continue;
+    if (err != EAGAIN && err != EWOULDBLOCK) udp_error("send_to " + to.to_string(), err);
+    if (detail::io_clear(s, seen, IoSource::kWritable)) co_await detail::IoReadyAwaiter(s, IoSource::kWritable);
+  }
+}
+
+Task<Datagram> UdpSocket::recv_from(std::span<std::byte> buf) {
+  check_cancelled();
+  IoSource* s = source();
+  for (;;) {
+    const std::uint32_t seen = s->state.load(std::memory_order_acquire);
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    const ssize_t n = ::recvfrom(fd_, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&ss), &len);
+    if (n >= 0) co_return Datagram{static_cast<std::size_t>(n), Address::from_native(reinterpret_cast<sockaddr*>(&ss), len)};
+    const int err = errno;
+    if (err == EINTR) continue;
+    if (err != EAGAIN && err != EWOULDBLOCK) udp_error("recv_from", err);
+    if (detail::io_clear(s, seen, IoSource::kReadable)) co_await detail::IoReadyAwaiter(s, IoSource::kReadable);
+  }
+}
+
+Address UdpSocket::local_address() const {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) udp_error("local_address", errno);
+  return Address::from_native(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+Task<std::vector<Address>> resolve(std::string host, std::uint16_t port) {
+  // A named callable: g++ 12 miscompiles a lambda temporary with a
+  // class-type capture inside a co_await expression (docs/task_sets.md).
+  auto lookup = [host = std::move(host), port] {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    const std::string service = std::to_string(port);
+    const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
+    if (rc != 0) {
+      throw std::runtime_error("shoal::net::resolve \"" + host + "\": " +
+                               (rc == EAI_SYSTEM ? std::generic_category().message(errno) : ::gai_strerror(rc)));
+    }
+    std::vector<Address> out;
+    for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+      out.push_back(Address::from_native(a->ai_addr, a->ai_addrlen));
+    }
+    ::freeaddrinfo(res);
+    return out;
+  };
+  co_return co_await spawn_blocking(std::move(lookup));
+}
+
+}  // namespace shoal::net
