@@ -54,6 +54,9 @@ namespace {
 // `text` is what the caller wrote (quoted in errors), `path` the path in it.
 void check_unix_path(std::string_view text, std::string_view path) {
   if (path.empty()) bad(text, "a Unix-domain socket path is empty");
+  if (path.front() != '@' && path.find('\0') != std::string_view::npos) {
+    bad(text, "a Unix-domain socket path contains a NUL byte");
+  }
   if (path.size() >= sizeof(sockaddr_un::sun_path)) {
     bad(text, "a Unix-domain socket path is limited to " + std::to_string(sizeof(sockaddr_un::sun_path) - 1) +
                   " bytes, this one has " + std::to_string(path.size()));

@@ -290,6 +290,7 @@ TEST(AddressTest, ErrorsNameWhatIsWrong) {
   expect_rejected("[::g]:80", "is not an IPv6 address");
   expect_rejected(":80", "host is missing");
   expect_rejected("unix:", "path is empty");
+  expect_rejected(std::string("unix:a\0b", 8), "contains a NUL byte");  // found by address_fuzz
   expect_rejected("unix:" + std::string(200, 'x'), "limited to");
 }
 
