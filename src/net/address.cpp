@@ -9,8 +9,25 @@
 namespace shoal::net {
 namespace {
 
+// The input as it can be shown in a message: control and non-ASCII bytes
+// as \xHH, so a NUL cannot cut the message short.
+std::string printable(std::string_view text) {
+  static const char* const kHex = "0123456789abcdef";
+  std::string out;
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f && c != '\\') {
+      out.push_back(c);
+    } else {
+      out.append("\\x").push_back(kHex[u >> 4]);
+      out.push_back(kHex[u & 15]);
+    }
+  }
+  return out;
+}
+
 [[noreturn]] void bad(std::string_view text, const std::string& why) {
-  throw std::invalid_argument("shoal::net::Address: \"" + std::string(text) + "\": " + why);
+  throw std::invalid_argument("shoal::net::Address: \"" + printable(text) + "\": " + why);
 }
 
 std::uint16_t parse_port(std::string_view text, std::string_view port) {

@@ -290,7 +290,14 @@ TEST(AddressTest, ErrorsNameWhatIsWrong) {
   expect_rejected("[::g]:80", "is not an IPv6 address");
   expect_rejected(":80", "host is missing");
   expect_rejected("unix:", "path is empty");
-  expect_rejected(std::string("unix:a\0b", 8), "contains a NUL byte");  // found by address_fuzz
+  try {  // found by address_fuzz; the message shows the NUL instead of ending at it
+    (void)Address::parse(std::string("unix:a\0b", 8));
+    ADD_FAILURE() << "a path with a NUL byte was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("\"unix:a\\x00b\": a Unix-domain socket path contains a NUL byte"),
+              std::string::npos)
+        << e.what();
+  }
   expect_rejected("unix:" + std::string(200, 'x'), "limited to");
 }
 
