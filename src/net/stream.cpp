@@ -42,7 +42,12 @@ std::string peer_of(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
-    return errno == ENOTSOCK ? "a pipe" : "an unconnected socket";
+    if (errno == ENOTSOCK) return "a pipe";
+    // After a reset the peer's address is gone; the local one still names
+    // the connection.
+    len = sizeof ss;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "an unconnected socket";
+    return "disconnected peer of " + Address::from_native(reinterpret_cast<sockaddr*>(&ss), len).to_string();
   }
   return Address::from_native(reinterpret_cast<sockaddr*>(&ss), len).to_string();
 }
