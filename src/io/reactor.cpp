@@ -65,6 +65,11 @@ void io_deregister(IoSource* s) noexcept {
   core->sched->io_release(s);
 }
 
+std::size_t io_registrations() noexcept {
+  Fiber* f = current_fiber();
+  return f == nullptr ? 0 : f->sched->io_core()->live.load(std::memory_order_relaxed);
+}
+
 bool io_wait_suspend(IoWaiter& w, Fiber* f, std::coroutine_handle<> h) noexcept {
   IoSource* s = w.src;
   if (f->cancelled()) {

@@ -63,6 +63,10 @@ IoSource* io_register(int fd, std::uint32_t ready);
 /// The memory is reclaimed by the reactor once no event can refer to it.
 void io_deregister(IoSource* s) noexcept;
 
+/// Sources registered with the calling task's runtime (0 outside a task):
+/// tests and diagnostics check for leaked registrations with it.
+std::size_t io_registrations() noexcept;
+
 /// After EAGAIN: drops `bit` from the cached readiness, unless an event
 /// arrived since `seen` was read (then the caller just tries again).
 inline bool io_clear(IoSource* s, std::uint32_t seen, std::uint32_t bit) noexcept {

@@ -1,0 +1,164 @@
+// The reactor under a runtime: registrations do not leak when blocked I/O is
+// cancelled, idle connections cost no thread, and fd numbers reused while
+// events are in flight never cross registrations.
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "shoal/detail/io_source.hpp"
+#include "shoal/net/stream.hpp"
+#include "support/test_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using shoal::Task;
+using shoal::net::Address;
+using shoal::net::Listener;
+using shoal::net::Stream;
+
+SHOAL_TEST_SUITE(ReactorTest);
+
+std::span<std::byte> bytes(std::vector<char>& v) { return std::as_writable_bytes(std::span(v)); }
+
+int open_fds() {
+  int n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (::readdir(d) != nullptr) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+int thread_count() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+/// Raises the soft fd limit to at least `want` (up to the hard limit);
+/// returns the soft limit now in force.
+rlim_t raise_fd_limit(rlim_t want) {
+  rlimit rl{};
+  ::getrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < want) {
+    rl.rlim_cur = std::min(want, rl.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+    ::getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  return rl.rlim_cur;
+}
+
+SHOAL_TEST(ReactorTest, CancelledBlockedIoLeavesNoRegistrationOrFdBehind) {
+  const std::size_t regs_before = shoal::detail::io_registrations();
+  const int fds_before = open_fds();
+  {
+    auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
+    const Address addr = listener.local_address();
+    Stream c = co_await shoal::net::connect(addr);  // the backlog completes it
+    Stream conn = co_await listener.accept();
+    std::vector<char> buf(16);
+    // Blocked in a read on each end, in a write that never drains (nobody
+    // reads), and in an accept nobody connects to; every one cancelled.
+    EXPECT_FALSE((co_await shoal::move_on_after(5ms, conn.read_some(bytes(buf)))).has_value());
+    EXPECT_FALSE((co_await shoal::move_on_after(5ms, c.read_some(bytes(buf)))).has_value());
+    const std::string big(8 << 20, 'x');
+    EXPECT_FALSE(co_await shoal::move_on_after(20ms, conn.write_all(big)));
+    EXPECT_FALSE((co_await shoal::move_on_after(5ms, listener.accept())).has_value());
+    EXPECT_GT(shoal::detail::io_registrations(), regs_before);
+  }
+  EXPECT_EQ(shoal::detail::io_registrations(), regs_before) << "a registration leaked";
+  EXPECT_EQ(open_fds(), fds_before) << "a file descriptor leaked";
+}
+
+SHOAL_TEST(ReactorTest, ThousandsOfIdleConnectionsHoldNoThreadAndANewRequestIsServed) {
+  const long want = shoal::test::scaled(2000, 200);
+  const rlim_t limit = raise_fd_limit(static_cast<rlim_t>(2 * want + 256));
+  const long conns = std::min<long>(want, (static_cast<long>(limit) - 256) / 2);
+  if (conns < want) std::printf("note: fd limit %lu allows %ld connections\n", static_cast<unsigned long>(limit), conns);
+  auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  std::atomic<long> accepted{0};
+  std::vector<Stream> clients;
+  clients.reserve(static_cast<std::size_t>(conns) + 1);
+  const int threads_before = thread_count();
+  co_await shoal::with_timeout(120s, shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      co_await shoal::scope([&](shoal::Scope& handlers) -> Task<void> {
+        for (;;) {
+          Stream conn = co_await listener.accept();
+          accepted.fetch_add(1);
+          // A keep-alive handler: waits without a buffer, answers each line.
+          auto handler = [c = std::move(conn)]() mutable -> Task<void> {
+            std::vector<char> buf(64);
+            for (;;) {
+              co_await c.wait_readable();
+              const std::size_t n = co_await c.read_some(bytes(buf));
+              if (n == 0) co_return;
+              co_await c.write_all(std::as_bytes(std::span(buf.data(), n)));
+            }
+          };
+          handlers.spawn(std::move(handler));
+        }
+      });
+    });
+    for (long i = 0; i < conns; ++i) clients.push_back(co_await shoal::net::connect(addr));
+    while (accepted.load() < conns) co_await shoal::checkpoint();
+    EXPECT_EQ(thread_count(), threads_before) << conns << " idle connections changed the thread count";
+    // A fresh connection is still served while all of them sit idle.
+    Stream fresh = co_await shoal::net::connect(addr);
+    co_await fresh.write_all(std::string_view("ping"));
+    std::vector<char> back(4);
+    co_await shoal::with_timeout(5s, fresh.read_exact(bytes(back)));
+    EXPECT_EQ(std::string(back.begin(), back.end()), "ping");
+    // And so is one of the idle ones.
+    Stream& old = clients[static_cast<std::size_t>(conns / 2)];
+    co_await old.write_all(std::string_view("pong"));
+    co_await shoal::with_timeout(5s, old.read_exact(bytes(back)));
+    EXPECT_EQ(std::string(back.begin(), back.end()), "pong");
+    s.cancel();  // the acceptor and every handler
+  }));
+  clients.clear();
+}
+
+SHOAL_TEST(ReactorTest, FdNumbersReusedUnderChurnNeverCrossRegistrations) {
+  // Many tasks open, use and close socket pairs as fast as they can, so fd
+  // numbers are reused while events for their previous owners are still in
+  // flight. Each pair carries its own tag: a crossed registration would wake
+  // the wrong task (a hang, caught by the timeout) or deliver foreign bytes;
+  // a freed source touched by a late event is what ASan would catch.
+  const long rounds = shoal::test::scaled(400, 50);
+  std::atomic<long> done{0};
+  co_await shoal::with_timeout(60s, shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    for (int t = 0; t < 8; ++t) {
+      s.spawn([&, t]() -> Task<void> {
+        for (long r = 0; r < rounds; ++r) {
+          int fds[2];
+          if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) != 0) throw std::runtime_error("socketpair");
+          Stream a(fds[0]), b(fds[1]);
+          const char tag[2] = {static_cast<char>('a' + t), static_cast<char>('0' + r % 10)};
+          std::vector<char> got(2);
+          co_await shoal::scope([&](shoal::Scope& pair) -> Task<void> {
+            pair.spawn([&]() -> Task<void> { co_await b.read_exact(bytes(got)); });  // waits first: a registration
+            co_await shoal::checkpoint();  // lets the reader register first (a yield)
+            co_await a.write_all(std::as_bytes(std::span(tag, 2)));
+          });
+          if (got[0] != tag[0] || got[1] != tag[1]) ADD_FAILURE() << "foreign bytes on a reused fd";
+          done.fetch_add(1);
+        }
+      });
+    }
+    co_return;
+  }));
+  EXPECT_EQ(done.load(), 8 * rounds);
+}
+
+}  // namespace
