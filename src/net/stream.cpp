@@ -14,6 +14,11 @@
 #include "shoal/detail/io_source.hpp"
 #include "shoal/scope/timeout.hpp"
 #include "shoal/time/sleep.hpp"
+#include "src/net/sys.hpp"
+
+namespace shoal::detail::sys {
+Accept4 accept4 = ::accept4;
+}  // namespace shoal::detail::sys
 
 namespace shoal::net {
 namespace {
@@ -239,7 +244,7 @@ Task<Stream> Listener::accept() {
   auto backoff = std::chrono::milliseconds(5);
   for (;;) {
     const std::uint32_t seen = s->state.load(std::memory_order_acquire);
-    const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd = shoal::detail::sys::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
       co_await YieldIfOutOfBudget{};
       co_return Stream(fd);

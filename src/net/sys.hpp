@@ -1,0 +1,14 @@
+// System calls the networking code makes through a seam, so a test can count
+// or fail them (the EMFILE test counts accept attempts). Set before a
+// runtime starts; never changed while one runs.
+#pragma once
+
+#include <sys/socket.h>
+
+namespace shoal::detail::sys {
+
+using Accept4 = int (*)(int fd, sockaddr* addr, socklen_t* len, int flags);
+/// What Listener::accept calls; ::accept4 unless a test replaced it.
+extern Accept4 accept4;
+
+}  // namespace shoal::detail::sys
