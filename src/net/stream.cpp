@@ -65,13 +65,15 @@ std::string peer_of(int fd) {
 
 // ---- Stream -------------------------------------------------------------
 
-Stream::Stream(Stream&& o) noexcept : fd_(std::exchange(o.fd_, -1)), src_(std::exchange(o.src_, nullptr)) {}
+Stream::Stream(Stream&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)), src_(std::exchange(o.src_, nullptr)), idle_timeout_(o.idle_timeout_) {}
 
 Stream& Stream::operator=(Stream&& o) noexcept {
   if (this != &o) {
     close();
     fd_ = std::exchange(o.fd_, -1);
     src_ = std::exchange(o.src_, nullptr);
+    idle_timeout_ = o.idle_timeout_;
   }
   return *this;
 }
@@ -81,6 +83,16 @@ Stream::~Stream() { close(); }
 void Stream::close() noexcept {
   if (src_ != nullptr) detail::io_deregister(std::exchange(src_, nullptr));
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+}
+
+// The wait of an operation on a stream with an idle limit: the limit cuts
+// the wait, not the whole operation, so a slow but moving peer is fine.
+Task<void> Stream::wait_with_idle_limit(IoSource* s, std::uint32_t bit, const char* op) {
+  auto wait = [](IoSource* s, std::uint32_t bit) -> Task<void> { co_await detail::IoReadyAwaiter(s, bit); };
+  if (!co_await move_on_after(idle_timeout_, wait(s, bit))) {
+    throw net::IdleTimeout("shoal::net: " + std::string(op) + " (" + peer_of(fd_) + "): idle for " +
+                           std::to_string(idle_timeout_.count()) + " ms");
+  }
 }
 
 IoSource* Stream::source(std::uint32_t ready_hint) {
@@ -102,7 +114,12 @@ Task<std::size_t> Stream::read_some(std::span<std::byte> buf) {
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN && err != EWOULDBLOCK) io_error("read", fd_, err);
-    if (detail::io_clear(s, seen, IoSource::kReadable)) co_await detail::IoReadyAwaiter(s, IoSource::kReadable);
+    if (!detail::io_clear(s, seen, IoSource::kReadable)) continue;
+    if (idle_timeout_.count() > 0) {
+      co_await wait_with_idle_limit(s, IoSource::kReadable, "read");
+    } else {
+      co_await detail::IoReadyAwaiter(s, IoSource::kReadable);
+    }
   }
 }
 
@@ -137,7 +154,12 @@ Task<std::size_t> Stream::write_some(std::span<const std::byte> buf) {
     } else if (err != EAGAIN && err != EWOULDBLOCK) {
       io_error("write", fd_, err);
     }
-    if (detail::io_clear(s, seen, IoSource::kWritable)) co_await detail::IoReadyAwaiter(s, IoSource::kWritable);
+    if (!detail::io_clear(s, seen, IoSource::kWritable)) continue;
+    if (idle_timeout_.count() > 0) {
+      co_await wait_with_idle_limit(s, IoSource::kWritable, "write");
+    } else {
+      co_await detail::IoReadyAwaiter(s, IoSource::kWritable);
+    }
   }
 }
 
@@ -155,7 +177,13 @@ Task<void> Stream::wait_readable() {
     const int n = ::poll(&p, 1, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n != 0) co_return;  // data, the end of the stream, or an error the read will report
-    if (detail::io_clear(s, seen, IoSource::kReadable)) co_await detail::IoReadyAwaiter(s, IoSource::kReadable);
+    if (!detail::io_clear(s, seen, IoSource::kReadable)) continue;
+    if (idle_timeout_.count() > 0) {
+      co_await wait_with_idle_limit(s, IoSource::kReadable, "wait_readable");
+    } else {
+      co_await detail::IoReadyAwaiter(s, IoSource::kReadable);
+    }
+    co_return;  // a readable edge (or a hang-up) woke us: no second poll
   }
 }
 

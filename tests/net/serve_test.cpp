@@ -199,4 +199,66 @@ SHOAL_TEST(ServeTest, CancellingServeCancelsEveryHandler) {
   EXPECT_EQ(cancelled.load(), waiting.load());
 }
 
+SHOAL_TEST(ServeTest, IdleTimeoutEndsAQuietConnectionQuietlyAndSparesABusyOne) {
+  auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  std::atomic<int> faults{0}, idled_out{0};
+  ShutdownSignal stop;
+  ServeOptions opts;
+  opts.shutdown = &stop;
+  opts.idle_timeout = 400ms;
+  opts.on_handler_fault = [&](std::exception_ptr, const Address&) { faults.fetch_add(1); };
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn(shoal::net::serve(listener, opts, [&](Stream conn) -> Task<void> {
+      std::vector<char> buf(64);
+      try {
+        for (std::size_t n; (n = co_await conn.read_some(std::as_writable_bytes(std::span(buf)))) != 0;) {
+          co_await conn.write_all(std::as_bytes(std::span(buf.data(), n)));
+        }
+      } catch (const shoal::net::IdleTimeout&) {
+        idled_out.fetch_add(1);
+        throw;  // serve ends the handler quietly
+      }
+    }));
+    Stream quiet = co_await shoal::net::connect(addr);
+    Stream busy = co_await shoal::net::connect(addr);
+    // The busy one talks for three idle periods, never pausing for long.
+    std::vector<char> back(1);
+    for (int i = 0; i < 240; ++i) {
+      co_await busy.write_all(std::string_view("x"));
+      co_await busy.read_exact(std::as_writable_bytes(std::span(back)));
+      co_await shoal::sleep_for(5ms);
+    }
+    // By now the quiet one was cut off: it reads end of stream at once.
+    std::vector<char> buf(8);
+    EXPECT_EQ(co_await shoal::with_timeout(10s, quiet.read_some(std::as_writable_bytes(std::span(buf)))), 0u);
+    co_await busy.write_all(std::string_view("y"));
+    co_await busy.read_exact(std::as_writable_bytes(std::span(back)));
+    EXPECT_EQ(back[0], 'y') << "the busy connection was cut";
+    EXPECT_EQ(idled_out.load(), 1);
+    busy.shutdown(shoal::net::Shutdown::write);
+    stop.trigger();
+  });
+  EXPECT_EQ(faults.load(), 0) << "an idle timeout is not a fault";
+}
+
+SHOAL_TEST(ServeTest, AStreamIdleTimeoutNamesTheOperationAndTheLimit) {
+  auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
+  Stream c = co_await shoal::net::connect(listener.local_address());
+  Stream server_end = co_await listener.accept();
+  c.set_idle_timeout(20ms);
+  std::vector<char> buf(8);
+  try {
+    (void)co_await c.read_some(std::as_writable_bytes(std::span(buf)));
+    ADD_FAILURE() << "no IdleTimeout";
+  } catch (const shoal::net::IdleTimeout& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("read"), std::string::npos) << what;
+    EXPECT_NE(what.find("idle for 20 ms"), std::string::npos) << what;
+  }
+  // Still usable: the limit cut the wait, not the connection.
+  co_await server_end.write_all(std::string_view("z"));
+  EXPECT_EQ(co_await c.read_some(std::as_writable_bytes(std::span(buf))), 1u);
+}
+
 }  // namespace

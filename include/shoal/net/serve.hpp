@@ -40,6 +40,10 @@ struct ServeOptions {
   /// After a shutdown is triggered: how long running handlers may take to
   /// finish before they are cancelled.
   std::chrono::milliseconds grace_period = std::chrono::seconds(10);
+  /// Per connection: a read or write that waits this long for the peer
+  /// ends the handler (Stream::set_idle_timeout; IdleTimeout, which is not
+  /// reported as a fault). Zero (the default): connections may idle forever.
+  std::chrono::milliseconds idle_timeout{0};
   /// Starts a graceful shutdown when triggered (optional).
   ShutdownSignal* shutdown = nullptr;
   /// A handler's fault (never a cancellation). Default: one line on stderr.
@@ -61,7 +65,10 @@ Task<void> run_handler(H* handler, const net::ServeOptions* options, net::Stream
   }
   std::exception_ptr fault;
   try {
+    conn.set_idle_timeout(options->idle_timeout);
     co_await std::invoke(*handler, std::move(conn));
+  } catch (const net::IdleTimeout&) {
+    // the connection idled out: how a keep-alive session normally ends
   } catch (...) {
     fault = std::current_exception();
   }

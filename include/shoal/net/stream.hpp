@@ -23,6 +23,14 @@ class EndOfStream : public std::runtime_error {
   explicit EndOfStream(const std::string& what) : std::runtime_error(what) {}
 };
 
+/// A wait on a stream with an idle timeout (Stream::set_idle_timeout,
+/// ServeOptions::idle_timeout) saw no progress for that long. `serve` ends
+/// such a handler quietly; it is not reported as a fault.
+class IdleTimeout : public std::runtime_error {
+ public:
+  explicit IdleTimeout(const std::string& what) : std::runtime_error(what) {}
+};
+
 enum class Shutdown { read, write, both };
 
 /// A connected stream socket. Move-only; the destructor closes it.
@@ -55,6 +63,12 @@ class Stream {
   /// without reading: an idle connection then holds no buffer.
   Task<void> wait_readable();
 
+  /// From now on, a read or write that waits longer than `t` for the socket
+  /// (no byte could move for `t`) throws IdleTimeout. Zero (the default):
+  /// no limit. A wait costs a timer only while a limit is set.
+  void set_idle_timeout(std::chrono::milliseconds t) noexcept { idle_timeout_ = t; }
+  std::chrono::milliseconds idle_timeout() const noexcept { return idle_timeout_; }
+
   void shutdown(Shutdown how = Shutdown::write);
   /// TCP only: disables Nagle's algorithm.
   void set_nodelay(bool on);
@@ -68,8 +82,10 @@ class Stream {
   friend Task<Stream> connect(Address address, std::chrono::milliseconds timeout);
   static Task<Stream> connect_now(Address address);
   detail::IoSource* source(std::uint32_t ready_hint);
+  Task<void> wait_with_idle_limit(detail::IoSource* s, std::uint32_t bit, const char* op);
   int fd_ = -1;
   detail::IoSource* src_ = nullptr;  // registered at the first wait
+  std::chrono::milliseconds idle_timeout_{0};
 };
 
 struct ListenOptions {
