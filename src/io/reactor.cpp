@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
+#include <thread>
 
 #include "shoal/detail/frame_alloc.hpp"
 #include "shoal/detail/io_source.hpp"
@@ -63,6 +64,30 @@ void io_deregister(IoSource* s) noexcept {
     return;
   }
   core->sched->io_release(s);
+}
+
+IoSource* IoSlot::get_slow(int fd, std::uint32_t ready) {
+  for (;;) {
+    std::uintptr_t v = v_.load(std::memory_order_acquire);
+    if (v > kRegistering) return reinterpret_cast<IoSource*>(v);
+    if (v == 0 && v_.compare_exchange_strong(v, kRegistering, std::memory_order_acq_rel)) {
+      IoSource* s = nullptr;
+      try {
+        s = io_register(fd, ready);
+      } catch (...) {
+        v_.store(0, std::memory_order_release);  // a waiting sibling tries (and reports) itself
+        throw;
+      }
+      v_.store(reinterpret_cast<std::uintptr_t>(s), std::memory_order_release);
+      return s;
+    }
+    std::this_thread::yield();  // the other side is inside io_register: microseconds
+  }
+}
+
+void IoSlot::release() noexcept {
+  const std::uintptr_t v = v_.exchange(0, std::memory_order_acq_rel);
+  if (v > kRegistering) io_deregister(reinterpret_cast<IoSource*>(v));
 }
 
 std::size_t io_registrations() noexcept {

@@ -66,13 +66,13 @@ std::string peer_of(int fd) {
 // ---- Stream -------------------------------------------------------------
 
 Stream::Stream(Stream&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)), src_(std::exchange(o.src_, nullptr)), idle_timeout_(o.idle_timeout_) {}
+    : fd_(std::exchange(o.fd_, -1)), src_(std::move(o.src_)), idle_timeout_(o.idle_timeout_) {}
 
 Stream& Stream::operator=(Stream&& o) noexcept {
   if (this != &o) {
     close();
     fd_ = std::exchange(o.fd_, -1);
-    src_ = std::exchange(o.src_, nullptr);
+    src_ = std::move(o.src_);
     idle_timeout_ = o.idle_timeout_;
   }
   return *this;
@@ -81,7 +81,7 @@ Stream& Stream::operator=(Stream&& o) noexcept {
 Stream::~Stream() { close(); }
 
 void Stream::close() noexcept {
-  if (src_ != nullptr) detail::io_deregister(std::exchange(src_, nullptr));
+  src_.release();
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
 }
 
@@ -97,8 +97,7 @@ Task<void> Stream::wait_with_idle_limit(IoSource* s, std::uint32_t bit, const ch
 
 IoSource* Stream::source(std::uint32_t ready_hint) {
   if (fd_ < 0) throw std::logic_error("shoal::net::Stream: used after close (or moved from)");
-  if (src_ == nullptr) src_ = detail::io_register(fd_, ready_hint);
-  return src_;
+  return src_.get(fd_, ready_hint);
 }
 
 Task<std::size_t> Stream::read_some(std::span<std::byte> buf) {
@@ -238,13 +237,13 @@ Listener Listener::bind(const Address& address, ListenOptions options) {
 }
 
 Listener::Listener(Listener&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)), src_(std::exchange(o.src_, nullptr)), warned_(o.warned_) {}
+    : fd_(std::exchange(o.fd_, -1)), src_(std::move(o.src_)), warned_(o.warned_) {}
 
 Listener& Listener::operator=(Listener&& o) noexcept {
   if (this != &o) {
     close();
     fd_ = std::exchange(o.fd_, -1);
-    src_ = std::exchange(o.src_, nullptr);
+    src_ = std::move(o.src_);
     warned_ = o.warned_;
   }
   return *this;
@@ -253,7 +252,7 @@ Listener& Listener::operator=(Listener&& o) noexcept {
 Listener::~Listener() { close(); }
 
 void Listener::close() noexcept {
-  if (src_ != nullptr) detail::io_deregister(std::exchange(src_, nullptr));
+  src_.release();
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
 }
 
@@ -267,8 +266,7 @@ Address Listener::local_address() const {
 Task<Stream> Listener::accept() {
   check_cancelled();
   if (fd_ < 0) throw std::logic_error("shoal::net::Listener::accept: the listener is closed (or moved from)");
-  if (src_ == nullptr) src_ = detail::io_register(fd_, IoSource::kReadable);
-  IoSource* s = src_;
+  IoSource* s = src_.get(fd_, IoSource::kReadable);
   auto backoff = std::chrono::milliseconds(5);
   for (;;) {
     const std::uint32_t seen = s->state.load(std::memory_order_acquire);

@@ -40,13 +40,13 @@ UdpSocket UdpSocket::bind(const Address& address) {
   return s;
 }
 
-UdpSocket::UdpSocket(UdpSocket&& o) noexcept : fd_(std::exchange(o.fd_, -1)), src_(std::exchange(o.src_, nullptr)) {}
+UdpSocket::UdpSocket(UdpSocket&& o) noexcept : fd_(std::exchange(o.fd_, -1)), src_(std::move(o.src_)) {}
 
 UdpSocket& UdpSocket::operator=(UdpSocket&& o) noexcept {
   if (this != &o) {
     close();
     fd_ = std::exchange(o.fd_, -1);
-    src_ = std::exchange(o.src_, nullptr);
+    src_ = std::move(o.src_);
   }
   return *this;
 }
@@ -54,14 +54,13 @@ UdpSocket& UdpSocket::operator=(UdpSocket&& o) noexcept {
 UdpSocket::~UdpSocket() { close(); }
 
 void UdpSocket::close() noexcept {
-  if (src_ != nullptr) detail::io_deregister(std::exchange(src_, nullptr));
+  src_.release();
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
 }
 
 IoSource* UdpSocket::source() {
   if (fd_ < 0) throw std::logic_error("shoal::net::UdpSocket: used after close (or moved from)");
-  if (src_ == nullptr) src_ = detail::io_register(fd_, IoSource::kReadable | IoSource::kWritable);
-  return src_;
+  return src_.get(fd_, IoSource::kReadable | IoSource::kWritable);
 }
 
 Task<std::size_t> UdpSocket::send_to(std::span<const std::byte> data, Address to) {

@@ -161,4 +161,23 @@ SHOAL_TEST(ReactorTest, FdNumbersReusedUnderChurnNeverCrossRegistrations) {
   EXPECT_EQ(done.load(), 8 * rounds);
 }
 
+SHOAL_TEST(ReactorTest, AReaderAndAWriterStartingAtOnceRegisterTheStreamOnce) {
+  // A fresh stream registers at its first operation; a reader and a writer
+  // getting there at once on two workers must not both register it.
+  const long rounds = shoal::test::scaled(300, 50);
+  for (long r = 0; r < rounds; ++r) {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) != 0) throw std::runtime_error("socketpair");
+    Stream a(fds[0]), b(fds[1]);
+    std::vector<char> got(1), echoed(1);
+    co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+      s.spawn([&]() -> Task<void> { co_await a.read_exact(bytes(got)); });
+      s.spawn([&]() -> Task<void> { co_await a.write_all(std::string_view("q")); });
+      co_await b.read_exact(bytes(echoed));
+      co_await b.write_all(std::string_view("r"));
+    });
+    if (got[0] != 'r' || echoed[0] != 'q') ADD_FAILURE() << "round " << r << ": wrong bytes";
+  }
+}
+
 }  // namespace

@@ -8,12 +8,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "shoal/detail/io_source.hpp"
 #include "shoal/net/address.hpp"
 #include "shoal/runtime/task.hpp"
-
-namespace shoal::detail {
-struct IoSource;
-}
 
 namespace shoal::net {
 
@@ -84,7 +81,7 @@ class Stream {
   detail::IoSource* source(std::uint32_t ready_hint);
   Task<void> wait_with_idle_limit(detail::IoSource* s, std::uint32_t bit, const char* op);
   int fd_ = -1;
-  detail::IoSource* src_ = nullptr;  // registered at the first wait
+  detail::IoSlot src_;  // registered at the first operation
   std::chrono::milliseconds idle_timeout_{0};
 };
 
@@ -118,7 +115,7 @@ class Listener {
 
  private:
   int fd_ = -1;
-  detail::IoSource* src_ = nullptr;
+  detail::IoSlot src_;  // registered at the first operation
   bool warned_ = false;
 };
 

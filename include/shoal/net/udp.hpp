@@ -7,12 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "shoal/detail/io_source.hpp"
 #include "shoal/net/address.hpp"
 #include "shoal/runtime/task.hpp"
-
-namespace shoal::detail {
-struct IoSource;
-}
 
 namespace shoal::net {
 
@@ -48,7 +45,7 @@ class UdpSocket {
  private:
   detail::IoSource* source();
   int fd_ = -1;
-  detail::IoSource* src_ = nullptr;
+  detail::IoSlot src_;  // registered at the first operation
 };
 
 /// Resolves `host` (a name or an address literal) for `port` through the
