@@ -477,7 +477,9 @@ void Scheduler::deterministic_main(Worker& w) noexcept {
       continue;
     }
     if (shutdown_.load(std::memory_order_acquire)) break;
-    if (fire_timers() || advance_manual_clock()) continue;
+    // Ready I/O first: the manual clock must not jump past a wait whose
+    // event is already in the kernel (a connect would time out at once).
+    if (poll_io_now() || fire_timers() || advance_manual_clock()) continue;
     w.activity.store(2, std::memory_order_relaxed);
     w.parker.park(*this);
     w.activity.store(0, std::memory_order_relaxed);
