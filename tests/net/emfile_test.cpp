@@ -18,10 +18,12 @@
 
 #include "shoal/shoal.hpp"
 #include "src/net/sys.hpp"
+#include "support/process_stats.hpp"
 #include "support/test_support.hpp"
 
 namespace {
 
+using shoal::test::open_fds;
 using namespace std::chrono_literals;
 using shoal::Task;
 using shoal::net::Address;
@@ -31,15 +33,6 @@ std::atomic<long> g_accept_calls{0};
 int counting_accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
   g_accept_calls.fetch_add(1, std::memory_order_relaxed);
   return ::accept4(fd, addr, len, flags);
-}
-
-int open_fds() {
-  int n = -3;  // ".", ".." and the directory's own fd
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    while (::readdir(d) != nullptr) ++n;
-    ::closedir(d);
-  }
-  return n;
 }
 
 /// The next line without its newline; nullopt at end of stream.

@@ -13,10 +13,14 @@
 
 #include "shoal/detail/io_source.hpp"
 #include "shoal/net/stream.hpp"
+#include "support/process_stats.hpp"
 #include "support/test_support.hpp"
 
 namespace {
 
+using shoal::test::open_fds;
+using shoal::test::thread_count;
+using shoal::test::raise_fd_limit;
 using namespace std::chrono_literals;
 using shoal::Task;
 using shoal::net::Address;
@@ -26,36 +30,6 @@ using shoal::net::Stream;
 SHOAL_TEST_SUITE(ReactorTest);
 
 std::span<std::byte> bytes(std::vector<char>& v) { return std::as_writable_bytes(std::span(v)); }
-
-int open_fds() {
-  int n = 0;
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    while (::readdir(d) != nullptr) ++n;
-    ::closedir(d);
-  }
-  return n;
-}
-
-int thread_count() {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
-  }
-  return -1;
-}
-
-/// Raises the soft fd limit to at least `want` (up to the hard limit);
-/// returns the soft limit now in force.
-rlim_t raise_fd_limit(rlim_t want) {
-  rlimit rl{};
-  ::getrlimit(RLIMIT_NOFILE, &rl);
-  if (rl.rlim_cur < want) {
-    rl.rlim_cur = std::min(want, rl.rlim_max);
-    ::setrlimit(RLIMIT_NOFILE, &rl);
-    ::getrlimit(RLIMIT_NOFILE, &rl);
-  }
-  return rl.rlim_cur;
-}
 
 SHOAL_TEST(ReactorTest, CancelledBlockedIoLeavesNoRegistrationOrFdBehind) {
   const std::size_t regs_before = shoal::detail::io_registrations();

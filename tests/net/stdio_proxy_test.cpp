@@ -11,10 +11,12 @@
 #include <vector>
 
 #include "stdio_proxy/proxy.hpp"
+#include "support/process_stats.hpp"
 #include "support/test_support.hpp"
 
 namespace {
 
+using shoal::test::thread_count;
 using namespace std::chrono_literals;
 using shoal::Task;
 using shoal::net::Address;
@@ -55,14 +57,6 @@ Task<std::string> read_to_eof(Stream& c) {
 }
 
 bool process_gone(pid_t pid) { return ::kill(pid, 0) == -1 && errno == ESRCH; }
-
-int thread_count() {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
-  }
-  return -1;
-}
 
 SHOAL_TEST(StdioProxyTest, CatEchoesBothWaysAtOnceAndEndOfInputEndsTheSession) {
   stdio_proxy::Config config;

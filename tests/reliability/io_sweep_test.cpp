@@ -53,10 +53,12 @@
 #include "shoal/detail/test_hooks.hpp"
 #include "shoal/net/stream.hpp"
 #include "support/frame_counter.hpp"
+#include "support/process_stats.hpp"
 #include "support/test_support.hpp"
 
 namespace {
 
+using shoal::test::open_fds;
 using namespace std::chrono_literals;
 using shoal::Scope;
 using shoal::Task;
@@ -164,15 +166,6 @@ void reset_on_close(Stream& s) {
   l.l_onoff = 1;
   l.l_linger = 0;
   ::setsockopt(s.native_handle(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
-}
-
-int open_fds() {
-  int n = 0;
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    while (::readdir(d) != nullptr) ++n;
-    ::closedir(d);
-  }
-  return n;
 }
 
 // ---- The children --------------------------------------------------------

@@ -16,48 +16,20 @@
 #include <string>
 #include <vector>
 
+#include "support/process_stats.hpp"
 #include "support/test_support.hpp"
 
 namespace {
 
+using shoal::test::open_fds;
+using shoal::test::rss_kib;
+using shoal::test::cpu_seconds;
+using shoal::test::raise_fd_limit;
 using namespace std::chrono_literals;
 using shoal::Task;
 using shoal::net::Address;
 using shoal::net::Listener;
 using shoal::net::Stream;
-
-int open_fds() {
-  int n = 0;
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    while (::readdir(d) != nullptr) ++n;
-    ::closedir(d);
-  }
-  return n;
-}
-
-long rss_kib() {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
-}
-
-double cpu_seconds() {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-void raise_fd_limit(rlim_t want) {
-  rlimit rl{};
-  ::getrlimit(RLIMIT_NOFILE, &rl);
-  if (rl.rlim_cur < want) {
-    rl.rlim_cur = std::min(want, rl.rlim_max);
-    ::setrlimit(RLIMIT_NOFILE, &rl);
-  }
-}
 
 bool is_disconnect(const std::system_error& e) {
   return e.code() == std::errc::connection_reset || e.code() == std::errc::broken_pipe;
