@@ -99,7 +99,22 @@ TEST(EmfileChild, Serve) {
 
 // ---- the parent ---------------------------------------------------------
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SHOAL_UBSAN_VPTR 1  // the g++ ASan leg always runs UBSan with it
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SHOAL_UBSAN_VPTR 1
+#endif
+#endif
+
 TEST(EmfileTest, AcceptBacksOffWhenOutOfDescriptorsAndServiceResumes) {
+#if defined(SHOAL_UBSAN_VPTR)
+  // UBSan's vptr check probes memory with a pipe(2) on each first sight of
+  // a type; out of descriptors, the probe fails and is reported as an
+  // invalid vptr (a false positive that cannot be suppressed when UBSan
+  // halts on error). The release and TSan legs run this test.
+  GTEST_SKIP() << "not under ASan+UBSan: its vptr check needs free descriptors";
+#endif
   shoal::test::Watchdog dog(std::chrono::seconds(120), "EmfileTest");
   shoal::run([]() -> Task<void> {
     shoal::process::Options po;
