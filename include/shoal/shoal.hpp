@@ -18,3 +18,4 @@
 #include "shoal/net/udp.hpp"
 #include "shoal/signal/signal.hpp"
 #include "shoal/process/process.hpp"
+#include "shoal/sync.hpp"

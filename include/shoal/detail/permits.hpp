@@ -1,0 +1,153 @@
+// The waiting core of Mutex, RwLock and Semaphore: a count of permits, a
+// FIFO of waiters (tasks and plain threads), barging with eventual fairness.
+//
+// - State word: available permits (low 32 bits) | kWaiters | kFair. The
+//   fast path is one CAS and needs no lock; it may take permits while others
+//   wait (barging), unless kFair is set.
+// - A waiter that must wait links itself under the lock and re-checks there,
+//   so a release either sees kWaiters (and wakes someone under the lock) or
+//   happened before the waiter's re-check (which then takes the permits).
+// - A release with waiters wakes the head to retry (it may lose to a barger
+//   and then re-queues at the head, keeping its age). Once the head has
+//   waited longer than kFairAfter, kFair turns barging off and releases hand
+//   permits to waiters directly, in FIFO order, until the queue is young
+//   again: nobody starves, and the uncontended path pays nothing for it.
+// - Cancellation follows the cancellable-wait protocol (detail/fiber.hpp). A
+//   waiter that is granted permits at the moment it is cancelled gives them
+//   back (waking the next waiter) before it throws Cancelled; one that leaves
+//   the queue kicks the queue so the next waiter is not left asleep.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <coroutine>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/sync_shim.hpp"
+#include "shoal/runtime/errors.hpp"
+
+namespace shoal::detail {
+
+class PermitCore;
+
+struct PermitWaiter {
+  enum class State : std::uint8_t { queued, woken, granted, left };
+  PermitWaiter* prev = nullptr;
+  PermitWaiter* next = nullptr;
+  std::uint32_t n = 0;
+  std::int64_t since = 0;  // coarse ns when it first had to wait
+  State state = State::queued;  // guarded by the core's lock
+  Fiber* fiber = nullptr;  // a task waiter; null for a thread waiter
+  WaitHook* hook = nullptr;  // the task waiter's awaiter
+  // Thread waiters block here (guarded by the core's lock).
+  std::condition_variable* cv = nullptr;
+};
+
+class PermitCore {
+ public:
+  static constexpr std::uint64_t kCountMask = 0xffff'ffffull;
+  static constexpr std::uint64_t kWaiters = 1ull << 32;
+  static constexpr std::uint64_t kFair = 1ull << 33;
+  static constexpr std::int64_t kFairAfterNs = 1'000'000;  // about 1 ms
+
+  /// `what` names the object in messages: e.g. `shoal::Mutex "accounts"`.
+  PermitCore(std::uint32_t permits, std::string what);
+  /// Aborts, naming the object, if permits are out or someone waits.
+  ~PermitCore();
+  PermitCore(const PermitCore&) = delete;
+  PermitCore& operator=(const PermitCore&) = delete;
+
+  std::uint32_t permits() const noexcept { return permits_; }
+  const std::string& what() const noexcept { return what_; }
+  std::uint32_t available() const noexcept {
+    return static_cast<std::uint32_t>(state_.load(std::memory_order_relaxed) & kCountMask);
+  }
+
+  /// Takes `n` permits if they are free and barging is allowed. Lock-free.
+  bool try_acquire(std::uint32_t n) noexcept {
+    std::uint64_t s = state_.load(std::memory_order_relaxed);
+    while ((s & kFair) == 0 && (s & kCountMask) >= n) {
+      if (state_.compare_exchange_weak(s, s - n, std::memory_order_acquire, std::memory_order_relaxed)) return true;
+    }
+    return false;
+  }
+  /// Gives `n` permits back; wakes (or hands them to) waiters.
+  void release(std::uint32_t n) noexcept {
+    std::uint64_t s = state_.load(std::memory_order_relaxed);
+    while ((s & kWaiters) == 0) {
+      if (state_.compare_exchange_weak(s, s + n, std::memory_order_release, std::memory_order_relaxed)) return;
+    }
+    release_slow(n);
+  }
+
+  /// One attempt to get `n` permits from a task. Checkpoint: yes (checks
+  /// cancellation first; yields once per budget even when uncontended).
+  /// Takes them at once if it may; else waits in the queue until granted
+  /// or woken to retry. `since` (0 at the first attempt) keeps the
+  /// waiter's age across retries; `retry` re-queues at the head.
+  class Awaiter final : public WaitHook {
+   public:
+    Awaiter(PermitCore& core, std::uint32_t n, std::int64_t& since, bool retry) noexcept
+        : core_(core), since_(since), retry_(retry) {
+      w_.n = n;
+    }
+    bool await_ready() const noexcept { return false; }
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) {
+      return suspend(fiber_of(h), h);
+    }
+    /// True: the permits are ours. False: woken to retry. Throws Cancelled
+    /// (having handed on anything it was given).
+    bool await_resume() { return resume(); }
+    bool cancel_wait() noexcept override;
+
+   private:
+    bool suspend(Fiber* f, std::coroutine_handle<> h);
+    bool resume();
+    PermitCore& core_;
+    std::int64_t& since_;
+    PermitWaiter w_;
+    bool retry_;
+    bool cancelled_ = false;
+    bool left_queue_ = false;
+  };
+
+  /// Blocks the calling (non-worker) thread until it holds `n` permits, or
+  /// until `deadline` if given (false then).
+  bool acquire_blocking(std::uint32_t n, const std::chrono::steady_clock::time_point* deadline);
+
+  /// A coarse monotonic clock in ns: only read on slow paths.
+  static std::int64_t coarse_now() noexcept;
+
+ private:
+  friend class Awaiter;
+  void release_slow(std::uint32_t n) noexcept;
+  // Under mu_, for a waiter about to queue: marks the queue non-empty first
+  // (so a concurrent release takes the slow path), then tries the permits.
+  bool take_or_mark_locked(std::uint32_t n) noexcept;
+  void clear_if_empty_locked() noexcept;
+  void link_locked(PermitWaiter* w, bool at_head) noexcept;
+  void unlink_locked(PermitWaiter* w) noexcept;
+  // Under mu_: grants or wakes what the current permits allow; returns the
+  // task waiters to schedule after the lock is dropped (threads are
+  // notified under it).
+  PermitWaiter* dispatch_locked() noexcept;
+  static void wake(PermitWaiter* list) noexcept;
+  void kick() noexcept;  // dispatch after a waiter left the queue
+
+  shim::atomic<std::uint64_t> state_;
+  const std::uint32_t permits_;
+  std::string what_;
+  std::mutex mu_;
+  PermitWaiter* head_ = nullptr;  // guarded by mu_
+  PermitWaiter* tail_ = nullptr;
+};
+
+/// Blocking forms need a plain thread: throws std::logic_error naming `call`
+/// on a runtime worker (where it would block every task on that worker).
+void require_blocking_allowed(const char* call);
+
+}  // namespace shoal::detail

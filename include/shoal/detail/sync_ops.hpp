@@ -1,0 +1,186 @@
+// The one implementation of "run a body while holding permits" behind every
+// with_* function of Mutex, RwLock and Semaphore: acquire (a checkpoint),
+// run the body, release on return, throw and cancellation alike.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "shoal/detail/permits.hpp"
+#include "shoal/runtime/task.hpp"
+#include "shoal/scope/cancel.hpp"
+#include "shoal/scope/scope.hpp"
+#include "shoal/scope/timeout.hpp"
+#include "shoal/sync/sync_error.hpp"
+
+namespace shoal::detail {
+
+template <class R>
+struct BodyValue {
+  using type = R;
+};
+template <class T>
+struct BodyValue<Task<T>> {
+  using type = T;
+};
+/// What `body()` produces once awaited: T for a body returning Task<T>.
+template <class F>
+using body_value_t = typename BodyValue<std::invoke_result_t<F&>>::type;
+template <class F>
+inline constexpr bool body_is_task = IsTask<std::invoke_result_t<F&>>::value;
+
+/// Who holds a lock, for self-deadlock detection: a task's fiber, or a
+/// plain thread (odd values).
+inline std::uintptr_t holder_id(Fiber* f) noexcept { return reinterpret_cast<std::uintptr_t>(f); }
+std::uintptr_t thread_holder_id() noexcept;
+
+/// What one with_* call takes: `n` permits of `core`. `record` (optional)
+/// notes the holder while the body runs; `check` (optional) is compared with
+/// the caller first, for self-deadlock detection.
+struct LockSpec {
+  PermitCore* core;
+  std::uint32_t n;
+  std::atomic<std::uintptr_t>* record;
+  const std::atomic<std::uintptr_t>* check;
+};
+
+[[noreturn]] void throw_self_deadlock(const PermitCore& core, const char* call);
+
+inline void check_self_deadlock(const LockSpec& l, std::uintptr_t me, const char* call) {
+  if (l.check != nullptr && l.check->load(std::memory_order_relaxed) == me) throw_self_deadlock(*l.core, call);
+}
+
+/// Holds the permits for a body's duration: releases in every way out.
+class Held {
+ public:
+  Held(const LockSpec& l, std::uintptr_t me) noexcept : l_(l) {
+    if (l_.record != nullptr) l_.record->store(me, std::memory_order_relaxed);
+  }
+  ~Held() {
+    if (l_.record != nullptr) l_.record->store(0, std::memory_order_relaxed);
+    l_.core->release(l_.n);
+  }
+  Held(const Held&) = delete;
+  Held& operator=(const Held&) = delete;
+
+ private:
+  LockSpec l_;
+};
+
+/// Waits for the permits of `l` (the retry loop of PermitCore::Awaiter).
+Task<void> acquire_permits(PermitCore& core, std::uint32_t n);
+
+inline Fiber* require_task(Fiber* f, const PermitCore& core, const char* call) {
+  if (f == nullptr) throw std::logic_error("shoal::" + std::string(call) + " on " + core.what() + " awaited outside a shoal task");
+  return f;
+}
+
+template <class F>
+Task<body_value_t<F>> locked(LockSpec l, F body, const char* call) {
+  Fiber* f = require_task(co_await CurrentFiber{}, *l.core, call);
+  check_self_deadlock(l, holder_id(f), call);
+  std::int64_t since = 0;
+  for (bool retry = false;; retry = true) {
+    PermitCore::Awaiter a(*l.core, l.n, since, retry);
+    if (co_await a) break;
+  }
+  Held held(l, holder_id(f));
+  if constexpr (body_is_task<F>) {
+    co_return co_await std::invoke(body);
+  } else if constexpr (std::is_void_v<body_value_t<F>>) {
+    std::invoke(body);
+  } else {
+    co_return std::invoke(body);
+  }
+}
+
+template <class F>
+Task<SyncResult<body_value_t<F>>> run_held(LockSpec l, std::uintptr_t me, F& body) {
+  Held held(l, me);
+  if constexpr (std::is_void_v<body_value_t<F>>) {
+    if constexpr (body_is_task<F>) {
+      co_await std::invoke(body);
+    } else {
+      std::invoke(body);
+    }
+    co_return SyncResult<void>(std::in_place);
+  } else if constexpr (body_is_task<F>) {
+    co_return SyncResult<body_value_t<F>>(std::in_place, co_await std::invoke(body));
+  } else {
+    co_return SyncResult<body_value_t<F>>(std::in_place, std::invoke(body));
+  }
+}
+
+template <class F>
+Task<SyncResult<body_value_t<F>>> try_locked(LockSpec l, F body, const char* call) {
+  Fiber* f = require_task(co_await CurrentFiber{}, *l.core, call);
+  co_await checkpoint();  // never waits, but is a cancellation point like every other
+  if (!l.core->try_acquire(l.n)) co_return SyncError::Code::busy;
+  co_return co_await run_held(l, holder_id(f), body);
+}
+
+template <class F>
+Task<SyncResult<body_value_t<F>>> timed_locked(LockSpec l, std::chrono::nanoseconds limit, F body,
+                                               const char* call) {
+  Fiber* f = require_task(co_await CurrentFiber{}, *l.core, call);
+  check_self_deadlock(l, holder_id(f), call);
+  if (!co_await move_on_after(limit, acquire_permits(*l.core, l.n))) co_return SyncError::Code::timed_out;
+  co_return co_await run_held(l, holder_id(f), body);
+}
+
+// ---- plain threads ----------------------------------------------------------
+
+template <class F>
+void check_blocking_body() {
+  static_assert(!body_is_task<F>, "shoal::blocking: the body runs on this thread; it must not return a Task");
+}
+
+template <class F>
+std::invoke_result_t<F&> blocking_locked(LockSpec l, F& body, const char* call) {
+  check_blocking_body<F>();
+  require_blocking_allowed(call);
+  const std::uintptr_t me = thread_holder_id();
+  check_self_deadlock(l, me, call);
+  l.core->acquire_blocking(l.n, nullptr);
+  Held held(l, me);
+  return std::invoke(body);
+}
+
+template <class F>
+SyncResult<std::invoke_result_t<F&>> blocking_run_held(LockSpec l, std::uintptr_t me, F& body) {
+  Held held(l, me);
+  if constexpr (std::is_void_v<std::invoke_result_t<F&>>) {
+    std::invoke(body);
+    return SyncResult<void>(std::in_place);
+  } else {
+    return SyncResult<std::invoke_result_t<F&>>(std::in_place, std::invoke(body));
+  }
+}
+
+template <class F>
+SyncResult<std::invoke_result_t<F&>> blocking_try_locked(LockSpec l, F& body, const char* call) {
+  check_blocking_body<F>();
+  require_blocking_allowed(call);
+  if (!l.core->try_acquire(l.n)) return SyncError::Code::busy;
+  return blocking_run_held(l, thread_holder_id(), body);
+}
+
+template <class F>
+SyncResult<std::invoke_result_t<F&>> blocking_timed_locked(LockSpec l, std::chrono::nanoseconds limit, F& body,
+                                                           const char* call) {
+  check_blocking_body<F>();
+  require_blocking_allowed(call);
+  const std::uintptr_t me = thread_holder_id();
+  check_self_deadlock(l, me, call);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  if (!l.core->acquire_blocking(l.n, &deadline)) return SyncError::Code::timed_out;
+  return blocking_run_held(l, me, body);
+}
+
+}  // namespace shoal::detail

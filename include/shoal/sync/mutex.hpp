@@ -1,0 +1,139 @@
+// Mutex and RwLock as scoped combinators: the only way to hold one is to run
+// a body under it, and it is released on return, on a throw and on
+// cancellation. There is no lock() or unlock() to leak.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "shoal/detail/sync_ops.hpp"
+
+namespace shoal {
+
+namespace detail {
+struct SyncAccess;
+}
+
+/// name: how errors and the fail-closed destructor refer to it.
+std::string sync_object_name(const char* kind, const std::string& name, const void* self);
+
+/// An async mutex for tasks, usable from plain threads through
+/// shoal::blocking. Waiting suspends the task, never the worker thread, and
+/// is a cancellation point. Barging keeps it fast; a waiter older than about
+/// 1 ms gets a direct hand-off, so nobody starves. No poisoning: after a
+/// body throws, the next acquirer gets an ordinary lock (what the body
+/// mutated before it threw stays mutated). Destroying a Mutex that is held
+/// or waited for aborts with a message naming it.
+class Mutex {
+ public:
+  explicit Mutex(std::string name = {}) : core_(1, sync_object_name("Mutex", name, this)), name_(std::move(name)) {}
+  Mutex(const Mutex&) = delete;
+  Mutex& operator=(const Mutex&) = delete;
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  friend struct detail::SyncAccess;
+  detail::LockSpec spec() noexcept { return {&core_, 1, &owner_, &owner_}; }
+  detail::PermitCore core_;
+  std::atomic<std::uintptr_t> owner_{0};
+  std::string name_;
+};
+
+/// Readers share, writers exclude. A writer waiting behind readers is not
+/// starved by new readers (they queue behind it once it has waited ~1 ms).
+/// A task that holds the write lock and asks for either lock gets
+/// SyncError{self_deadlock}; one that holds a read lock and asks for the
+/// write lock deadlocks undetected (readers are not tracked).
+class RwLock {
+ public:
+  static constexpr std::uint32_t kMaxReaders = 1u << 30;
+  explicit RwLock(std::string name = {})
+      : core_(kMaxReaders, sync_object_name("RwLock", name, this)), name_(std::move(name)) {}
+  RwLock(const RwLock&) = delete;
+  RwLock& operator=(const RwLock&) = delete;
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  friend struct detail::SyncAccess;
+  detail::LockSpec read_spec() noexcept { return {&core_, 1, nullptr, &writer_}; }
+  detail::LockSpec write_spec() noexcept { return {&core_, kMaxReaders, &writer_, &writer_}; }
+  detail::PermitCore core_;
+  std::atomic<std::uintptr_t> writer_{0};
+  std::string name_;
+};
+
+class Semaphore;
+
+namespace detail {
+struct SyncAccess {
+  static LockSpec permits(Semaphore& s, std::uint32_t n, const char* call);
+  static LockSpec lock(Mutex& m) noexcept { return m.spec(); }
+  static LockSpec read(RwLock& l) noexcept { return l.read_spec(); }
+  static LockSpec write(RwLock& l) noexcept { return l.write_spec(); }
+};
+}  // namespace detail
+
+/// Runs `body()` (a callable, or one returning Task<T>) holding `m`; returns
+/// its value. Checkpoint: yes. SyncError{self_deadlock} if this task holds `m`.
+template <class F>
+Task<detail::body_value_t<F>> with_lock(Mutex& m, F body) {
+  return detail::locked(detail::SyncAccess::lock(m), std::move(body), "with_lock");
+}
+/// Runs `body` if `m` is free right now; else SyncError::Code::busy, body not run.
+template <class F>
+Task<SyncResult<detail::body_value_t<F>>> with_try_lock(Mutex& m, F body) {
+  return detail::try_locked(detail::SyncAccess::lock(m), std::move(body), "with_try_lock");
+}
+/// Waits at most `limit` for `m` (the body is not limited); else
+/// SyncError::Code::timed_out, body not run.
+template <class F, class Rep, class Period>
+Task<SyncResult<detail::body_value_t<F>>> with_lock_timeout(Mutex& m, std::chrono::duration<Rep, Period> limit,
+                                                            F body) {
+  return detail::timed_locked(detail::SyncAccess::lock(m), std::chrono::duration_cast<std::chrono::nanoseconds>(limit),
+                              std::move(body), "with_lock_timeout");
+}
+
+template <class F>
+Task<detail::body_value_t<F>> with_read_lock(RwLock& l, F body) {
+  return detail::locked(detail::SyncAccess::read(l), std::move(body), "with_read_lock");
+}
+template <class F>
+Task<detail::body_value_t<F>> with_write_lock(RwLock& l, F body) {
+  return detail::locked(detail::SyncAccess::write(l), std::move(body), "with_write_lock");
+}
+template <class F>
+Task<SyncResult<detail::body_value_t<F>>> with_try_write_lock(RwLock& l, F body) {
+  return detail::try_locked(detail::SyncAccess::write(l), std::move(body), "with_try_write_lock");
+}
+
+namespace blocking {
+/// The same for plain threads (and spawn_blocking functions): blocks the
+/// thread. std::logic_error on a runtime worker. `body` must not return a Task.
+template <class F>
+std::invoke_result_t<F&> with_lock(Mutex& m, F body) {
+  return detail::blocking_locked(detail::SyncAccess::lock(m), body, "with_lock");
+}
+template <class F>
+SyncResult<std::invoke_result_t<F&>> with_try_lock(Mutex& m, F body) {
+  return detail::blocking_try_locked(detail::SyncAccess::lock(m), body, "with_try_lock");
+}
+template <class F, class Rep, class Period>
+SyncResult<std::invoke_result_t<F&>> with_lock_timeout(Mutex& m, std::chrono::duration<Rep, Period> limit, F body) {
+  return detail::blocking_timed_locked(detail::SyncAccess::lock(m),
+                                       std::chrono::duration_cast<std::chrono::nanoseconds>(limit), body,
+                                       "with_lock_timeout");
+}
+template <class F>
+std::invoke_result_t<F&> with_read_lock(RwLock& l, F body) {
+  return detail::blocking_locked(detail::SyncAccess::read(l), body, "with_read_lock");
+}
+template <class F>
+std::invoke_result_t<F&> with_write_lock(RwLock& l, F body) {
+  return detail::blocking_locked(detail::SyncAccess::write(l), body, "with_write_lock");
+}
+}  // namespace blocking
+
+}  // namespace shoal

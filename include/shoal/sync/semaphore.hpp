@@ -1,0 +1,73 @@
+// A counting semaphore as a scoped combinator: permits are held for a
+// body's duration and given back on return, throw and cancellation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "shoal/detail/sync_ops.hpp"
+#include "shoal/sync/mutex.hpp"
+
+namespace shoal {
+
+/// At most `permits` bodies (counting with_permits(n) as n) run at once.
+/// Fair like Mutex. Destroying it while permits are out or someone waits
+/// aborts with a message naming it.
+class Semaphore {
+ public:
+  explicit Semaphore(std::uint32_t permits, std::string name = {})
+      : core_(permits, sync_object_name("Semaphore", name, this)), name_(std::move(name)) {}
+  Semaphore(const Semaphore&) = delete;
+  Semaphore& operator=(const Semaphore&) = delete;
+  std::uint32_t permits() const noexcept { return core_.permits(); }
+  /// Free right now (a snapshot, for diagnostics).
+  std::uint32_t available() const noexcept { return core_.available(); }
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  friend struct detail::SyncAccess;
+  // SyncError{invalid_argument} naming this semaphore if n > permits():
+  // such a wait could never end.
+  detail::LockSpec spec(std::uint32_t n, const char* call) {
+    if (n > core_.permits()) {
+      throw SyncError(SyncError::Code::invalid_argument,
+                      "shoal::" + std::string(call) + ": " + std::to_string(n) + " permits asked of " + core_.what() +
+                          ", which has " + std::to_string(core_.permits()));
+    }
+    return {&core_, n, nullptr, nullptr};
+  }
+  detail::PermitCore core_;
+  std::string name_;
+};
+
+namespace detail {
+inline LockSpec SyncAccess::permits(Semaphore& s, std::uint32_t n, const char* call) { return s.spec(n, call); }
+}  // namespace detail
+
+/// Runs `body` holding `n` permits. Checkpoint: yes.
+template <class F>
+Task<detail::body_value_t<F>> with_permits(Semaphore& s, std::uint32_t n, F body) {
+  return detail::locked(detail::SyncAccess::permits(s, n, "with_permits"), std::move(body), "with_permits");
+}
+template <class F>
+Task<detail::body_value_t<F>> with_permit(Semaphore& s, F body) {
+  return detail::locked(detail::SyncAccess::permits(s, 1, "with_permit"), std::move(body), "with_permit");
+}
+template <class F>
+Task<SyncResult<detail::body_value_t<F>>> with_try_permit(Semaphore& s, F body) {
+  return detail::try_locked(detail::SyncAccess::permits(s, 1, "with_try_permit"), std::move(body), "with_try_permit");
+}
+
+namespace blocking {
+template <class F>
+std::invoke_result_t<F&> with_permits(Semaphore& s, std::uint32_t n, F body) {
+  return detail::blocking_locked(detail::SyncAccess::permits(s, n, "with_permits"), body, "with_permits");
+}
+template <class F>
+std::invoke_result_t<F&> with_permit(Semaphore& s, F body) {
+  return detail::blocking_locked(detail::SyncAccess::permits(s, 1, "with_permit"), body, "with_permit");
+}
+}  // namespace blocking
+
+}  // namespace shoal
