@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "shoal/detail/once_core.hpp"
 #include "shoal/detail/sync_ops.hpp"
 #include "shoal/detail/thread_wake.hpp"
 
@@ -282,3 +283,86 @@ std::string sync_object_name(const char* kind, const std::string& name, const vo
 }
 
 }  // namespace shoal
+
+// ---- Once -----------------------------------------------------------------
+
+namespace shoal::detail {
+
+OnceCore::~OnceCore() {
+  if (head_ != nullptr || thread_waiters_ != 0) {
+    std::fprintf(stderr, "shoal: %s destroyed while tasks or threads wait for it\n", what_.c_str());
+    std::abort();
+  }
+}
+
+void OnceCore::throw_failed() const {
+  throw SyncError(SyncError::Code::init_failed,
+                  "shoal::once_do: the init of " + what_ + " threw (its caller got that exception); it runs once only");
+}
+
+void OnceCore::finish(State to) noexcept {
+  Awaiter* woken;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    state_.store(to, std::memory_order_release);
+    woken = head_;
+    for (Awaiter* w = head_; w != nullptr; w = w->next_) w->linked_ = false;
+    head_ = nullptr;
+    if (thread_waiters_ != 0) cv_.notify_all();
+  }
+  while (woken != nullptr) {
+    Awaiter* w = woken;
+    woken = w->next_;
+    Fiber* f = w->f_;
+    disarm_wait(f, w);
+    schedule(f);  // w may be gone from here on
+  }
+}
+
+bool OnceCore::Awaiter::suspend(Fiber* f, std::coroutine_handle<> h) noexcept {
+  f_ = f;
+  if (f == nullptr) return false;  // outside a task: the caller loops (only via misuse)
+  if (f->cancelled()) {
+    cancelled_ = true;
+    return false;
+  }
+  f->resume = h;
+  publish_hook(f, this);
+  {
+    std::lock_guard<std::mutex> g(core_.mu_);
+    if (core_.state() == running && !f->cancelled()) {
+      linked_ = true;
+      prev_ = nullptr;
+      next_ = core_.head_;
+      if (core_.head_ != nullptr) core_.head_->prev_ = this;
+      core_.head_ = this;
+      return true;
+    }
+    cancelled_ = core_.state() == running;
+  }
+  disarm_wait(f, this);
+  return false;
+}
+
+bool OnceCore::Awaiter::cancel_wait() noexcept {
+  std::lock_guard<std::mutex> g(core_.mu_);
+  if (!linked_) return false;
+  linked_ = false;
+  if (prev_ != nullptr) {
+    prev_->next_ = next_;
+  } else {
+    core_.head_ = next_;
+  }
+  if (next_ != nullptr) next_->prev_ = prev_;
+  cancelled_ = true;
+  return true;
+}
+
+void OnceCore::wait_blocking() {
+  std::unique_lock<std::mutex> lk(mu_);
+  ++thread_waiters_;
+  cv_.wait(lk, [&] { return state() != running; });
+  --thread_waiters_;
+}
+
+}  // namespace shoal::detail

@@ -15,7 +15,9 @@
 namespace {
 
 using namespace std::chrono_literals;
+using shoal::Cell;
 using shoal::Mutex;
+using shoal::Once;
 using shoal::RwLock;
 using shoal::Semaphore;
 using shoal::SyncError;
@@ -24,6 +26,8 @@ using shoal::Task;
 SHOAL_TEST_SUITE(MutexTest);
 SHOAL_TEST_SUITE(RwLockTest);
 SHOAL_TEST_SUITE(SemaphoreTest);
+SHOAL_TEST_SUITE(OnceTest);
+SHOAL_TEST_SUITE(CellTest);
 
 void bump_peak(std::atomic<int>& inside, std::atomic<int>& peak) {
   const int now = inside.fetch_add(1) + 1;
@@ -264,6 +268,123 @@ SHOAL_TEST(SemaphoreTest, AskingForMorePermitsThanExistIsAnErrorAtTheCall) {
     EXPECT_NE(std::string(e.what()).find("3 permits asked of shoal::Semaphore \"pool\", which has 2"), std::string::npos)
         << e.what();
   }
+}
+
+SHOAL_TEST(OnceTest, InitRunsOnceAndLaterCallsGetTheStoredValue) {
+  Once<std::string> once;
+  int runs = 0;
+  const std::string& a = co_await shoal::once_do(once, [&] { ++runs; return std::string("value"); });
+  const std::string& b = co_await shoal::once_do(once, [&]() -> Task<std::string> { ++runs; co_return "other"; });
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(a, "value");
+  EXPECT_EQ(&a, &b) << "every caller sees the one stored value";
+  EXPECT_EQ(*once.get(), "value");
+}
+
+SHOAL_TEST(OnceTest, ContendedTasksAndThreadsRunInitExactlyOnce) {
+  Once<long> once("config");
+  std::atomic<int> runs{0};
+  std::atomic<int> agree{0};
+  auto init = [&] {
+    runs.fetch_add(1);
+    std::this_thread::sleep_for(2ms);  // long enough for everyone to pile up
+    return 42L;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      if (shoal::blocking::once_do(once, init) == 42) agree.fetch_add(1);
+    });
+  }
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    for (int i = 0; i < 64; ++i) {
+      s.spawn([&]() -> Task<void> {
+        if (co_await shoal::once_do(once, init) == 42) agree.fetch_add(1);
+      });
+    }
+    co_return;
+  });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_EQ(agree.load(), 68);
+}
+
+SHOAL_TEST(OnceTest, AThrowingInitFailsTheWinnerAndEveryOtherAndLaterCaller) {
+  Once<int> once("flaky");
+  std::atomic<int> winner_saw_its_error{0}, init_failed{0}, runs{0};
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    for (int i = 0; i < 16; ++i) {
+      s.spawn([&]() -> Task<void> {
+        try {
+          (void)co_await shoal::once_do(once, [&]() -> Task<int> {
+            runs.fetch_add(1);
+            co_await shoal::sleep_for(2ms);
+            throw std::runtime_error("backend down");
+          });
+        } catch (const std::runtime_error& e) {
+          if (const auto* se = dynamic_cast<const SyncError*>(&e)) {
+            if (se->code() == SyncError::Code::init_failed) init_failed.fetch_add(1);
+          } else if (std::string(e.what()) == "backend down") {
+            winner_saw_its_error.fetch_add(1);
+          }
+        }
+      });
+    }
+    co_return;
+  });
+  EXPECT_EQ(runs.load(), 1) << "single-shot: no retry";
+  EXPECT_EQ(winner_saw_its_error.load(), 1);
+  EXPECT_EQ(init_failed.load(), 15);
+  try {
+    (void)co_await shoal::once_do(once, [] { return 1; });
+    ADD_FAILURE() << "a later caller ran init again";
+  } catch (const SyncError& e) {
+    EXPECT_EQ(e.code(), SyncError::Code::init_failed);
+    EXPECT_NE(std::string(e.what()).find("shoal::Once \"flaky\""), std::string::npos) << e.what();
+  }
+}
+
+SHOAL_TEST(OnceTest, ACancelledInitLeavesItEmptyForTheNextCaller) {
+  Once<int> once;
+  const bool cut = !co_await shoal::move_on_after(5ms, [&]() -> Task<void> {
+    (void)co_await shoal::once_do(once, []() -> Task<int> {
+      co_await shoal::sleep_for(1h);
+      co_return 1;
+    });
+  }());
+  EXPECT_TRUE(cut);
+  EXPECT_EQ(once.get(), nullptr);
+  EXPECT_EQ(co_await shoal::once_do(once, [] { return 2; }), 2);
+}
+
+SHOAL_TEST(CellTest, UpdatesAreExclusiveAndAThrowLeavesTheValue) {
+  Cell<std::vector<int>> cell({}, "log");
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    for (int t = 0; t < 8; ++t) {
+      s.spawn([&, t]() -> Task<void> {
+        for (int i = 0; i < 500; ++i) {
+          co_await shoal::with_cell(cell, [t](std::vector<int> v) {
+            v.push_back(t);
+            return v;
+          });
+        }
+      });
+    }
+    co_return;
+  });
+  std::size_t size = 0;
+  co_await shoal::with_cell(cell, [&](std::vector<int> v) {
+    size = v.size();
+    return v;
+  });
+  EXPECT_EQ(size, 4000u);
+  EXPECT_THROW(co_await shoal::with_cell(cell, [](std::vector<int>) -> std::vector<int> { throw std::runtime_error("no"); }),
+               std::runtime_error);
+  co_await shoal::with_cell(cell, [&](std::vector<int> v) -> Task<std::vector<int>> {
+    size = v.size();
+    co_return v;
+  });
+  EXPECT_EQ(size, 4000u) << "a throwing fn changed the value";
 }
 
 TEST(SyncDeathTest, DestroyingAHeldMutexAbortsNamingIt) {

@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "shoal/detail/view_traits.hpp"
 #include "shoal/detail/fiber.hpp"
 #include "shoal/detail/frame_alloc.hpp"
 #include "shoal/detail/spin_lock.hpp"
@@ -39,18 +40,6 @@ namespace detail {
 template <class F>
 Task<void> run_task_set(std::pmr::memory_resource* resource, std::size_t limit, F body);
 
-template <class X>
-struct IsStringView : std::false_type {};
-template <class C, class Tr>
-struct IsStringView<std::basic_string_view<C, Tr>> : std::true_type {};
-template <class X>
-struct IsSpan : std::false_type {};
-template <class E, std::size_t N>
-struct IsSpan<std::span<E, N>> : std::true_type {};
-template <class X>
-struct IsRefWrapper : std::false_type {};
-template <class X>
-struct IsRefWrapper<std::reference_wrapper<X>> : std::true_type {};
 template <class X>
 inline constexpr bool kIsCharPointer =
     std::is_pointer_v<X> && (std::is_same_v<std::remove_cv_t<std::remove_pointer_t<X>>, char> ||

@@ -1,0 +1,79 @@
+// Cell<T>: a value only ever touched under its lock, by replacing it.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "shoal/detail/view_traits.hpp"
+#include "shoal/sync/mutex.hpp"
+
+namespace shoal {
+
+/// The claim, honestly: the cell's own storage cannot be reached without
+/// its lock. What a T points to is not covered, so T that only points at
+/// data elsewhere is refused at compile time.
+template <class T>
+class Cell {
+  static_assert(!std::is_reference_v<T>, "shoal::Cell<T>: T must not be a reference (the cell would guard the reference, not the object)");
+  static_assert(!std::is_pointer_v<T>, "shoal::Cell<T>: T must not be a pointer (the cell would guard the pointer, not the pointee)");
+  static_assert(!detail::IsStringView<T>::value, "shoal::Cell<T>: T must not be a std::string_view (it views data the cell does not guard); use std::string");
+  static_assert(!detail::IsSpan<T>::value, "shoal::Cell<T>: T must not be a std::span (it views data the cell does not guard); use a container");
+  static_assert(!detail::IsRefWrapper<T>::value, "shoal::Cell<T>: T must not be a std::reference_wrapper (the cell would guard the reference, not the object)");
+
+ public:
+  explicit Cell(T value = T{}, std::string name = {}) : m_(std::move(name)), value_(std::move(value)) {}
+  Cell(const Cell&) = delete;
+  Cell& operator=(const Cell&) = delete;
+
+ private:
+  template <class U, class F>
+  friend Task<void> with_cell(Cell<U>& cell, F fn);
+  template <class U, class F>
+  friend void blocking_with_cell(Cell<U>& cell, F& fn);
+  // fn's argument: a copy when T is copyable, so a throwing fn leaves the
+  // value as it was; a move-only T is moved in (and lost if fn throws).
+  T take() {
+    if constexpr (std::is_copy_constructible_v<T>) {
+      return value_;
+    } else {
+      return std::move(value_);
+    }
+  }
+  Mutex m_;
+  T value_;
+};
+
+/// Replaces the value with `fn(value)` (fn returns T, or Task<T>) under the
+/// cell's lock. Checkpoint: yes. If fn throws, the value is unchanged
+/// (copyable T) and the exception propagates.
+template <class T, class F>
+Task<void> with_cell(Cell<T>& cell, F fn) {
+  static_assert(std::is_invocable_v<F&, T>, "shoal::with_cell: fn must be callable as fn(T) returning T or Task<T>");
+  auto body = [&]() -> Task<void> {
+    using R = std::invoke_result_t<F&, T>;
+    if constexpr (detail::IsTask<R>::value) {
+      cell.value_ = co_await std::invoke(fn, cell.take());
+    } else {
+      cell.value_ = std::invoke(fn, cell.take());
+    }
+  };
+  co_await with_lock(cell.m_, body);
+}
+
+template <class T, class F>
+void blocking_with_cell(Cell<T>& cell, F& fn) {
+  shoal::blocking::with_lock(cell.m_, [&] { cell.value_ = std::invoke(fn, cell.take()); });
+}
+
+namespace blocking {
+template <class T, class F>
+void with_cell(Cell<T>& cell, F fn) {
+  blocking_with_cell(cell, fn);
+}
+}  // namespace blocking
+
+}  // namespace shoal

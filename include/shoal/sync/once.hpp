@@ -1,0 +1,132 @@
+// Once<T>: a value computed exactly once, by whichever caller comes first.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "shoal/detail/once_core.hpp"
+#include "shoal/detail/sync_ops.hpp"
+#include "shoal/sync/mutex.hpp"
+
+namespace shoal {
+
+/// Holds the value of the one `init` that ran. Tasks and plain threads may
+/// race on it: exactly one runs `init`; the others wait without burning CPU
+/// (a suspended task, a parked thread) and get the winner's value.
+///  - If `init` throws, the winner rethrows it and every other and later
+///    caller gets SyncError{init_failed} (single-shot: no retry).
+///  - If `init` ends by cancellation (its caller was cancelled), that is not
+///    a failure of the value: the Once is empty again and the next caller
+///    (a waiter, at once) runs `init`.
+/// Destroying a Once that is waited on aborts with a message naming it.
+template <class T>
+class Once {
+  static_assert(!std::is_reference_v<T> && !std::is_void_v<T>, "shoal::Once<T>: T must be a value type");
+
+ public:
+  explicit Once(std::string name = {}) : core_(sync_object_name("Once", name, this)) {}
+  Once(const Once&) = delete;
+  Once& operator=(const Once&) = delete;
+
+  /// The value, if init has succeeded (a snapshot; never waits).
+  const T* get() const noexcept { return core_.state() == detail::OnceCore::done ? &*value_ : nullptr; }
+
+ private:
+  template <class U, class F>
+  friend Task<const U&> once_do(Once<U>& once, F init);
+  template <class U, class F>
+  friend const U& blocking_once_do(Once<U>& once, F& init);
+  detail::OnceCore core_;
+  std::optional<T> value_;
+};
+
+namespace detail {
+// Runs init for the winner; publishes the value or the failure.
+template <class T, class Store>
+void once_settle(OnceCore& core, std::exception_ptr error, Store&& store) {
+  if (!error) {
+    store();
+    core.finish(OnceCore::done);
+    return;
+  }
+  core.finish(is_cancellation(error) ? OnceCore::empty : OnceCore::failed);
+  std::rethrow_exception(error);
+}
+}  // namespace detail
+
+/// The stored value, computing it with `init()` (a callable returning T, or
+/// Task<T>) if no one has. Checkpoint: yes when it has to wait.
+template <class T, class F>
+Task<const T&> once_do(Once<T>& once, F init) {
+  for (;;) {
+    switch (once.core_.state()) {
+      case detail::OnceCore::done:
+        co_return *once.value_;
+      case detail::OnceCore::failed:
+        once.core_.throw_failed();
+      case detail::OnceCore::running:
+        co_await detail::OnceCore::Awaiter(once.core_);
+        continue;
+      case detail::OnceCore::empty:
+        break;
+    }
+    if (!once.core_.try_begin()) continue;
+    std::optional<T> made;
+    std::exception_ptr error;
+    try {
+      if constexpr (detail::body_is_task<F>) {
+        made.emplace(co_await std::invoke(init));
+      } else {
+        made.emplace(std::invoke(init));
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+    detail::once_settle<T>(once.core_, error, [&] { once.value_.emplace(std::move(*made)); });
+    co_return *once.value_;
+  }
+}
+
+template <class T, class F>
+const T& blocking_once_do(Once<T>& once, F& init) {
+  static_assert(!detail::body_is_task<F>, "shoal::blocking::once_do: init runs on this thread; it must not return a Task");
+  for (;;) {
+    switch (once.core_.state()) {
+      case detail::OnceCore::done:
+        return *once.value_;
+      case detail::OnceCore::failed:
+        once.core_.throw_failed();
+      case detail::OnceCore::running:
+        detail::require_blocking_allowed("once_do");
+        once.core_.wait_blocking();
+        continue;
+      case detail::OnceCore::empty:
+        break;
+    }
+    if (!once.core_.try_begin()) continue;
+    std::optional<T> made;
+    std::exception_ptr error;
+    try {
+      made.emplace(std::invoke(init));
+    } catch (...) {
+      error = std::current_exception();
+    }
+    detail::once_settle<T>(once.core_, error, [&] { once.value_.emplace(std::move(*made)); });
+    return *once.value_;
+  }
+}
+
+namespace blocking {
+/// once_do for plain threads: a loser blocks the thread until the winner
+/// (a task or a thread) is done. std::logic_error on a runtime worker if it
+/// would have to wait.
+template <class T, class F>
+const T& once_do(Once<T>& once, F init) {
+  return blocking_once_do(once, init);
+}
+}  // namespace blocking
+
+}  // namespace shoal
