@@ -182,7 +182,7 @@ bool PermitCore::Awaiter::suspend(Fiber* f, std::coroutine_handle<> h) {
 
 bool PermitCore::Awaiter::cancel_wait() noexcept {
   std::lock_guard<std::mutex> g(core_.mu_);
-  if (w_.state != PermitWaiter::State::queued) return false;  // granted or woken already: theirs
+  if (w_.state != PermitWaiter::State::queued) return false;  // not in the queue (yet, or any more)
   core_.unlink_locked(&w_);
   w_.state = PermitWaiter::State::left;
   core_.clear_if_empty_locked();

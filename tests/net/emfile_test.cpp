@@ -123,12 +123,16 @@ TEST(EmfileTest, AcceptBacksOffWhenOutOfDescriptorsAndServiceResumes) {
     po.env = std::vector<std::string>{"SHOAL_EMFILE_CHILD=1"};
     if (const char* b = std::getenv("SHOAL_IO_BACKEND")) po.env->push_back(std::string("SHOAL_IO_BACKEND=") + b);
     auto child = shoal::process::spawn({"/proc/self/exe", "--gtest_filter=EmfileChild.Serve"}, po);
-    std::string out, err;
-    co_await shoal::with_timeout(60s, shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    std::string out, err;  // err: the reader task's alone until the scope joins it
+    std::atomic<bool> backing_off{false};
+    const bool finished = co_await shoal::move_on_after(60s, shoal::scope([&](shoal::Scope& s) -> Task<void> {
       // The child's stderr, collected as it comes: the back-off line.
       s.spawn([&]() -> Task<void> {
         std::vector<char> buf(4096);
-        for (std::size_t n; (n = co_await child.err().read_some(std::as_writable_bytes(std::span(buf)))) != 0;) err.append(buf.data(), n);
+        for (std::size_t n; (n = co_await child.err().read_some(std::as_writable_bytes(std::span(buf)))) != 0;) {
+          err.append(buf.data(), n);
+          if (err.find("backing off") != std::string::npos) backing_off.store(true);
+        }
       });
       const std::string line = co_await line_starting(child.out(), "port ");
       SHOAL_CO_ASSERT(!line.empty());
@@ -140,7 +144,7 @@ TEST(EmfileTest, AcceptBacksOffWhenOutOfDescriptorsAndServiceResumes) {
         clients.push_back(co_await shoal::net::connect(addr));
         co_await clients.back().write_all(std::string_view("hi\n"));
       }
-      std::vector<bool> served(kClients, false);
+      std::vector<std::atomic<bool>> served(kClients);  // set by the reader tasks
       std::atomic<int> served_count{0};
       co_await shoal::scope([&](shoal::Scope& readers) -> Task<void> {
         for (int i = 0; i < kClients; ++i) {
@@ -153,7 +157,7 @@ TEST(EmfileTest, AcceptBacksOffWhenOutOfDescriptorsAndServiceResumes) {
         }
         // Wait until the child says it is out of descriptors, then give it
         // a window in which a spinning accept would run up thousands of calls.
-        while (err.find("backing off") == std::string::npos) co_await shoal::sleep_for(5ms);
+        while (!backing_off.load()) co_await shoal::sleep_for(5ms);
         co_await shoal::sleep_for(300ms);
         EXPECT_LT(served_count.load(), kClients) << "the child never ran out of descriptors";
         // Free descriptors: close the served clients; the rest must now be served.
@@ -173,6 +177,10 @@ TEST(EmfileTest, AcceptBacksOffWhenOutOfDescriptorsAndServiceResumes) {
       child.kill(SIGTERM);
       out = co_await line_starting(child.out(), "accept_calls ");
     }));
+    if (!finished) {
+      child.kill(SIGKILL);
+      ADD_FAILURE() << "timed out after 60 s; child stderr:\n" << err;
+    }
     const auto status = co_await child.wait();
     EXPECT_TRUE(status.success()) << status.to_string() << "\nchild stderr:\n" << err;
     if (out.rfind("accept_calls ", 0) != 0) {

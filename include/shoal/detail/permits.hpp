@@ -34,12 +34,15 @@ namespace shoal::detail {
 class PermitCore;
 
 struct PermitWaiter {
-  enum class State : std::uint8_t { queued, woken, granted, left };
+  // idle until linked: a canceller that looks before the waiter is in the
+  // queue must not take it for queued (it would "unlink" a node that is
+  // not there and resume a task that is still inside await_suspend).
+  enum class State : std::uint8_t { idle, queued, woken, granted, left };
   PermitWaiter* prev = nullptr;
   PermitWaiter* next = nullptr;
   std::uint32_t n = 0;
   std::int64_t since = 0;  // coarse ns when it first had to wait
-  State state = State::queued;  // guarded by the core's lock
+  State state = State::idle;  // guarded by the core's lock
   Fiber* fiber = nullptr;  // a task waiter; null for a thread waiter
   WaitHook* hook = nullptr;  // the task waiter's awaiter
   // Thread waiters block here (guarded by the core's lock).
