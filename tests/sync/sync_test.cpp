@@ -387,6 +387,46 @@ SHOAL_TEST(CellTest, UpdatesAreExclusiveAndAThrowLeavesTheValue) {
   EXPECT_EQ(size, 4000u) << "a throwing fn changed the value";
 }
 
+SHOAL_TEST(RwLockTest, ACancelledWriterLeavesTheQueueAndTheReadersBehindItGetIn) {
+  RwLock l;
+  shoal::detail::Event reading, done;
+  std::atomic<int> got{0};
+  co_await shoal::with_timeout(30s, shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn(shoal::with_read_lock(l, [&]() -> Task<void> {
+      reading.set();
+      co_await done.wait();
+    }));
+    co_await reading.wait();
+    // A writer queues behind the reader and is cancelled there.
+    auto w = s.start(shoal::move_on_after(5ms, shoal::with_write_lock(l, [&] { got.fetch_add(100); })));
+    EXPECT_FALSE(co_await w);
+    // A reader that arrives now is not stuck behind the writer that left.
+    co_await shoal::with_read_lock(l, [&] { got.fetch_add(1); });
+    done.set();
+  }));
+  EXPECT_EQ(got.load(), 1);
+}
+
+SHOAL_TEST(SemaphoreTest, ACancelledWaiterNeverHoldsPermitsAndTheNextOneGetsThem) {
+  Semaphore sem(1);
+  shoal::detail::Event held, release;
+  std::atomic<int> got{0};
+  co_await shoal::with_timeout(30s, shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn(shoal::with_permit(sem, [&]() -> Task<void> {
+      held.set();
+      co_await release.wait();
+    }));
+    co_await held.wait();
+    auto b = s.start(shoal::move_on_after(5ms, shoal::with_permit(sem, [&] { got.fetch_add(100); })));
+    auto c = s.start(shoal::with_permit(sem, [&] { got.fetch_add(1); }));
+    EXPECT_FALSE(co_await b);
+    release.set();
+    co_await c;
+  }));
+  EXPECT_EQ(got.load(), 1);
+  EXPECT_EQ(sem.available(), 1u);
+}
+
 TEST(SyncDeathTest, DestroyingAHeldMutexAbortsNamingIt) {
   EXPECT_DEATH(
       {
@@ -394,6 +434,21 @@ TEST(SyncDeathTest, DestroyingAHeldMutexAbortsNamingIt) {
         shoal::blocking::with_lock(*m, [&] { delete m; });
       },
       "shoal::Mutex \"doomed\" destroyed while held");
+}
+
+TEST(SyncDeathTest, DestroyingAHeldRwLockOrSemaphoreAbortsNamingIt) {
+  EXPECT_DEATH(
+      {
+        auto* l = new RwLock("table");
+        shoal::blocking::with_read_lock(*l, [&] { delete l; });
+      },
+      "shoal::RwLock \"table\" destroyed while held");
+  EXPECT_DEATH(
+      {
+        auto* sem = new Semaphore(2, "pool");
+        shoal::blocking::with_permit(*sem, [&] { delete sem; });
+      },
+      "shoal::Semaphore \"pool\" destroyed while held");
 }
 
 }  // namespace
