@@ -58,9 +58,11 @@ void once_settle(OnceCore& core, std::exception_ptr error, Store&& store) {
 }  // namespace detail
 
 /// The stored value, computing it with `init()` (a callable returning T, or
-/// Task<T>) if no one has. Checkpoint: yes when it has to wait.
+/// Task<T>) if no one has. Checkpoint: yes (a cancelled caller gets
+/// Cancelled even when the value is ready).
 template <class T, class F>
 Task<const T&> once_do(Once<T>& once, F init) {
+  if (detail::Fiber* f = co_await detail::CurrentFiber{}; f != nullptr && f->cancelled()) throw Cancelled{};
   for (;;) {
     switch (once.core_.state()) {
       case detail::OnceCore::done:
