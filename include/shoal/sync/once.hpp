@@ -44,13 +44,32 @@ class Once {
 };
 
 namespace detail {
-// Runs init for the winner; publishes the value or the failure.
-template <class T, class Store>
-void once_settle(OnceCore& core, std::exception_ptr error, Store&& store) {
+enum class OnceStep { ready, wait, run };
+/// One look at the state: the value is there, someone else is running
+/// init (wait, then look again), or this caller won and runs init.
+/// Throws SyncError{init_failed} once init has failed.
+inline OnceStep once_step(OnceCore& core) {
+  switch (core.state()) {
+    case OnceCore::done:
+      return OnceStep::ready;
+    case OnceCore::failed:
+      core.throw_failed();
+    case OnceCore::running:
+      return OnceStep::wait;
+    case OnceCore::empty:
+      break;
+  }
+  return core.try_begin() ? OnceStep::run : OnceStep::wait;
+}
+
+/// The winner's end: publishes the value, or the failure (a cancellation
+/// leaves the Once empty) and rethrows it.
+template <class T>
+const T& once_settle(OnceCore& core, std::optional<T>& slot, std::optional<T>& made, std::exception_ptr error) {
   if (!error) {
-    store();
+    slot.emplace(std::move(*made));
     core.finish(OnceCore::done);
-    return;
+    return *slot;
   }
   core.finish(is_cancellation(error) ? OnceCore::empty : OnceCore::failed);
   std::rethrow_exception(error);
@@ -63,62 +82,42 @@ void once_settle(OnceCore& core, std::exception_ptr error, Store&& store) {
 template <class T, class F>
 Task<const T&> once_do(Once<T>& once, F init) {
   if (detail::Fiber* f = co_await detail::CurrentFiber{}; f != nullptr && f->cancelled()) throw Cancelled{};
-  for (;;) {
-    switch (once.core_.state()) {
-      case detail::OnceCore::done:
-        co_return *once.value_;
-      case detail::OnceCore::failed:
-        once.core_.throw_failed();
-      case detail::OnceCore::running:
-        co_await detail::OnceCore::Awaiter(once.core_);
-        continue;
-      case detail::OnceCore::empty:
-        break;
-    }
-    if (!once.core_.try_begin()) continue;
-    std::optional<T> made;
-    std::exception_ptr error;
-    try {
-      if constexpr (detail::body_is_task<F>) {
-        made.emplace(co_await std::invoke(init));
-      } else {
-        made.emplace(std::invoke(init));
-      }
-    } catch (...) {
-      error = std::current_exception();
-    }
-    detail::once_settle<T>(once.core_, error, [&] { once.value_.emplace(std::move(*made)); });
-    co_return *once.value_;
+  detail::OnceStep step;
+  while ((step = detail::once_step(once.core_)) == detail::OnceStep::wait) {
+    if (once.core_.state() == detail::OnceCore::running) co_await detail::OnceCore::Awaiter(once.core_);
   }
+  if (step == detail::OnceStep::ready) co_return *once.value_;
+  std::optional<T> made;
+  std::exception_ptr error;
+  try {
+    if constexpr (detail::body_is_task<F>) {
+      made.emplace(co_await std::invoke(init));
+    } else {
+      made.emplace(std::invoke(init));
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  co_return detail::once_settle(once.core_, once.value_, made, error);
 }
 
 template <class T, class F>
 const T& blocking_once_do(Once<T>& once, F& init) {
   static_assert(!detail::body_is_task<F>, "shoal::blocking::once_do: init runs on this thread; it must not return a Task");
-  for (;;) {
-    switch (once.core_.state()) {
-      case detail::OnceCore::done:
-        return *once.value_;
-      case detail::OnceCore::failed:
-        once.core_.throw_failed();
-      case detail::OnceCore::running:
-        detail::require_blocking_allowed("once_do");
-        once.core_.wait_blocking();
-        continue;
-      case detail::OnceCore::empty:
-        break;
-    }
-    if (!once.core_.try_begin()) continue;
-    std::optional<T> made;
-    std::exception_ptr error;
-    try {
-      made.emplace(std::invoke(init));
-    } catch (...) {
-      error = std::current_exception();
-    }
-    detail::once_settle<T>(once.core_, error, [&] { once.value_.emplace(std::move(*made)); });
-    return *once.value_;
+  detail::OnceStep step;
+  while ((step = detail::once_step(once.core_)) == detail::OnceStep::wait) {
+    detail::require_blocking_allowed("once_do");
+    once.core_.wait_blocking();
   }
+  if (step == detail::OnceStep::ready) return *once.value_;
+  std::optional<T> made;
+  std::exception_ptr error;
+  try {
+    made.emplace(std::invoke(init));
+  } catch (...) {
+    error = std::current_exception();
+  }
+  return detail::once_settle(once.core_, once.value_, made, error);
 }
 
 namespace blocking {
