@@ -1,0 +1,109 @@
+// The same-run reference for the HTTP and churn rows: a hand-written,
+// single-threaded, edge-triggered epoll "hello" server in plain C++ (no
+// shoal), answering keep-alive and "Connection: close" requests like
+// examples/http_server does (GET only, no bodies, no timeouts). DESIGN.md §3
+// quotes "hand-written epoll, 1 thread" as the hardware's reference; this
+// lets bench/net/run.sh measure that ratio in the same run.
+//
+//   net_epoll_reference [127.0.0.1:port]   (port 0 picks one; prints "listening on ...")
+// SIGINT/SIGTERM stop it.
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench/net/net_util.hpp"
+
+namespace {
+
+constexpr std::string_view kResponse =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, world!";
+constexpr std::string_view kCloseResponse =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\nConnection: close\r\n\r\nHello, world!";
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace netbench;
+  raise_fd_limit();
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+  sockaddr_in addr = parse_addr(argc > 1 ? argv[1] : "127.0.0.1:0");
+  const int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) die("bind");
+  if (::listen(ls, 1024) != 0) die("listen");
+  socklen_t len = sizeof addr;
+  ::getsockname(ls, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::printf("listening on 127.0.0.1:%u (plain epoll, 1 thread)\n", ntohs(addr.sin_port));
+  std::fflush(stdout);
+
+  const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = ls;
+  ::epoll_ctl(ep, EPOLL_CTL_ADD, ls, &ev);
+  std::vector<std::string> partial;  // by fd: the unparsed bytes (empty, no buffer, while idle)
+  std::vector<epoll_event> events(256);
+  char buf[4096];
+  std::string out;
+  while (!g_stop) {
+    const int n = ::epoll_wait(ep, events.data(), static_cast<int>(events.size()), 200);
+    for (int i = 0; i < n; ++i) {
+      const int fd = events[static_cast<std::size_t>(i)].data.fd;
+      if (fd == ls) {
+        for (;;) {
+          const int c = ::accept4(ls, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          if (c < 0) break;
+          epoll_event e{};
+          e.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+          e.data.fd = c;
+          ::epoll_ctl(ep, EPOLL_CTL_ADD, c, &e);
+          if (static_cast<std::size_t>(c) >= partial.size()) partial.resize(static_cast<std::size_t>(c) * 2 + 1);
+        }
+        continue;
+      }
+      std::string& in = partial[static_cast<std::size_t>(fd)];
+      bool eof = false;
+      for (;;) {
+        const ssize_t r = ::read(fd, buf, sizeof buf);
+        if (r > 0) {
+          in.append(buf, static_cast<std::size_t>(r));
+          continue;
+        }
+        eof = r == 0 || (errno != EAGAIN && errno != EINTR);
+        if (r < 0 && errno == EINTR) continue;
+        break;
+      }
+      bool close = false;
+      out.clear();
+      std::size_t start = 0, end;
+      while (!close && (end = in.find("\r\n\r\n", start)) != std::string::npos) {
+        close = std::string_view(in).substr(start, end - start).find("Connection: close") != std::string_view::npos;
+        out.append(close ? kCloseResponse : kResponse);
+        start = end + 4;
+      }
+      in.erase(0, start);
+      if (!out.empty() && ::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) {
+        close = true;  // a hello response always fits the socket buffer; anything else is a reset
+      }
+      if (in.empty()) std::string().swap(in);
+      if (close || eof || in.size() > 8192) {
+        std::string().swap(in);
+        ::close(fd);
+      }
+    }
+  }
+  return 0;
+}
