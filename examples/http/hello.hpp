@@ -46,7 +46,10 @@ inline shoal::Task<void> serve_connection(shoal::net::Stream conn, Limits limits
   http1::Request req;
   for (;;) {
     if (in.empty()) {
-      // Idle between requests: wait for readiness without holding a buffer.
+      // Idle between requests: wait for readiness without holding a buffer
+      // (clear() keeps the capacity: give it back, the next read allocates).
+      std::string().swap(in);
+      std::string().swap(out);
       auto ready = co_await shoal::move_on_after(limits.idle_timeout, conn.wait_readable());
       if (!ready) co_return;
       if (!co_await read_more(conn, in, limits.header_timeout)) co_return;

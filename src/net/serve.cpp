@@ -1,6 +1,8 @@
 // serve's default handler-fault report.
 #include "shoal/net/serve.hpp"
 
+#include <system_error>
+
 namespace shoal::detail {
 
 void report_handler_fault(const net::ServeOptions& o, std::exception_ptr e, const net::Address& peer) noexcept {
@@ -13,6 +15,16 @@ void report_handler_fault(const net::ServeOptions& o, std::exception_ptr e, cons
     return;
   }
   std::fprintf(stderr, "shoal::net::serve: handler for %s failed: %s\n", peer.to_string().c_str(), what_of(e).c_str());
+}
+
+bool is_disconnect(const std::exception_ptr& e) noexcept {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::system_error& err) {
+    return err.code() == std::errc::connection_reset || err.code() == std::errc::broken_pipe;
+  } catch (...) {
+    return false;
+  }
 }
 
 }  // namespace shoal::detail

@@ -1,5 +1,7 @@
 // net::serve: admission limit, fault isolation, graceful shutdown, the
 // start_ready handshake.
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -259,6 +261,35 @@ SHOAL_TEST(ServeTest, AStreamIdleTimeoutNamesTheOperationAndTheLimit) {
   // Still usable: the limit cut the wait, not the connection.
   co_await server_end.write_all(std::string_view("z"));
   EXPECT_EQ(co_await c.read_some(std::as_writable_bytes(std::span(buf))), 1u);
+}
+
+SHOAL_TEST(ServeTest, APeerResetEndsTheHandlerWithoutAFaultReport) {
+  auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  std::atomic<int> faults{0}, ended{0};
+  ShutdownSignal stop;
+  ServeOptions opts;
+  opts.shutdown = &stop;
+  opts.on_handler_fault = [&](std::exception_ptr, const Address&) { faults.fetch_add(1); };
+  co_await shoal::with_timeout(30s, shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn(shoal::net::serve(listener, opts, [&](Stream conn) -> Task<void> {
+      struct End {
+        std::atomic<int>& n;
+        ~End() { n.fetch_add(1); }
+      } end{ended};
+      std::vector<char> buf(64);
+      while (co_await conn.read_some(std::as_writable_bytes(std::span(buf))) != 0) {
+      }
+    }));
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(std::string_view("x"));
+    linger l{1, 0};  // close with RST
+    ::setsockopt(c.native_handle(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    c.close();
+    while (ended.load() == 0) co_await shoal::sleep_for(1ms);
+    stop.trigger();
+  }));
+  EXPECT_EQ(faults.load(), 0) << "a peer's reset is not a handler fault";
 }
 
 }  // namespace

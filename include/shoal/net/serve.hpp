@@ -46,7 +46,9 @@ struct ServeOptions {
   std::chrono::milliseconds idle_timeout{0};
   /// Starts a graceful shutdown when triggered (optional).
   ShutdownSignal* shutdown = nullptr;
-  /// A handler's fault (never a cancellation). Default: one line on stderr.
+  /// A handler's fault (never a cancellation, an IdleTimeout, or the peer
+  /// resetting the connection: ECONNRESET/EPIPE end a handler quietly).
+  /// Default: one line on stderr.
   /// Runs on the handler's task; must not throw.
   std::function<void(std::exception_ptr, const Address& peer)> on_handler_fault;
 };
@@ -55,6 +57,9 @@ struct ServeOptions {
 
 namespace shoal::detail {
 void report_handler_fault(const net::ServeOptions& o, std::exception_ptr e, const net::Address& peer) noexcept;
+/// A reset or broken pipe from the peer: how a client may end a connection,
+/// not a handler fault worth a log line.
+bool is_disconnect(const std::exception_ptr& e) noexcept;
 
 template <class H>
 Task<void> run_handler(H* handler, const net::ServeOptions* options, net::Stream conn) {
@@ -72,7 +77,7 @@ Task<void> run_handler(H* handler, const net::ServeOptions* options, net::Stream
   } catch (...) {
     fault = std::current_exception();
   }
-  if (fault && !is_cancellation(fault)) report_handler_fault(*options, fault, peer);
+  if (fault && !is_cancellation(fault) && !is_disconnect(fault)) report_handler_fault(*options, fault, peer);
 }
 }  // namespace shoal::detail
 
