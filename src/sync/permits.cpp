@@ -83,6 +83,11 @@ PermitWaiter* PermitCore::dispatch_locked() noexcept {
     return nullptr;
   }
   const std::int64_t now = coarse_now();
+  // Woken (not granted) waiters retry by barging: wake as many as the free
+  // permits could serve (one for a mutex, a run of readers for a RwLock),
+  // else readers queued behind one woken reader would sleep beside a lock
+  // that has room for them.
+  std::uint64_t wake_room = state_.load(std::memory_order_acquire) & kCountMask;
   while (head_ != nullptr) {
     std::uint64_t s = state_.load(std::memory_order_acquire);
     const bool fair = (s & kFair) != 0 || now - head_->since > kFairAfterNs;
@@ -96,7 +101,8 @@ PermitWaiter* PermitCore::dispatch_locked() noexcept {
       unlink_locked(w);
       w->state = PermitWaiter::State::granted;
     } else {
-      if ((s & kCountMask) < w->n) break;
+      if (wake_room < w->n) break;
+      wake_room -= w->n;
       unlink_locked(w);
       w->state = PermitWaiter::State::woken;  // to retry: it may lose to a barger
     }
@@ -106,7 +112,6 @@ PermitWaiter* PermitCore::dispatch_locked() noexcept {
       w->next = woken;
       woken = w;
     }
-    if (!fair) break;  // one retry at a time
   }
   if (head_ == nullptr) {
     clear_if_empty_locked();
@@ -129,7 +134,7 @@ void PermitCore::wake(PermitWaiter* list) noexcept {
 void PermitCore::release_slow(std::uint32_t n) noexcept {
   PermitWaiter* woken;
   {
-    std::lock_guard<std::mutex> g(mu_);
+    std::lock_guard<SpinLock> g(mu_);
     state_.fetch_add(n, std::memory_order_acq_rel);
     woken = dispatch_locked();
   }
@@ -139,7 +144,7 @@ void PermitCore::release_slow(std::uint32_t n) noexcept {
 void PermitCore::kick() noexcept {
   PermitWaiter* woken;
   {
-    std::lock_guard<std::mutex> g(mu_);
+    std::lock_guard<SpinLock> g(mu_);
     woken = dispatch_locked();
   }
   wake(woken);
@@ -153,26 +158,32 @@ bool PermitCore::Awaiter::suspend(Fiber* f, std::coroutine_handle<> h) {
   }
   w_.fiber = f;
   w_.hook = this;
+  if (consume_budget(f)) {
+    // Out of budget: a schedule point even uncontended, taken before the
+    // permits (yielding while holding them would stall the others).
+    f->resume = h;
+    schedule_yield(f);
+    return true;  // resumes idle: the caller tries again
+  }
   if (core_.try_acquire(w_.n)) {
     w_.state = PermitWaiter::State::granted;
-    if (!consume_budget(f)) return false;
-    f->resume = h;  // out of budget: a schedule point even uncontended
-    schedule_yield(f);
-    return true;
+    return false;
   }
   if (since_ == 0) since_ = coarse_now();
   w_.since = since_;
   f->resume = h;
   publish_hook(f, this);
   {
-    std::lock_guard<std::mutex> g(core_.mu_);
+    std::lock_guard<SpinLock> g(core_.mu_);
     if (core_.take_or_mark_locked(w_.n)) {
       w_.state = PermitWaiter::State::granted;
     } else if (f->cancelled()) {
       cancelled_ = true;
       core_.clear_if_empty_locked();
     } else {
-      core_.link_locked(&w_, retry_);
+      const bool at_head = woken_;  // lost to a barger: keep its place
+      woken_ = false;  // queued again, the wake-up is paid back: a release will wake it
+      core_.link_locked(&w_, at_head);
       return true;  // nothing may touch *this from here on
     }
   }
@@ -181,7 +192,7 @@ bool PermitCore::Awaiter::suspend(Fiber* f, std::coroutine_handle<> h) {
 }
 
 bool PermitCore::Awaiter::cancel_wait() noexcept {
-  std::lock_guard<std::mutex> g(core_.mu_);
+  std::lock_guard<SpinLock> g(core_.mu_);
   if (w_.state != PermitWaiter::State::queued) return false;  // not in the queue (yet, or any more)
   core_.unlink_locked(&w_);
   w_.state = PermitWaiter::State::left;
@@ -192,10 +203,12 @@ bool PermitCore::Awaiter::cancel_wait() noexcept {
 }
 
 bool PermitCore::Awaiter::resume() {
+  if (w_.state == PermitWaiter::State::woken) woken_ = true;
   if (cancelled_) {
     // It may have been the head a release was waiting on (a writer ahead of
-    // readers): whoever is next must not be left asleep.
-    if (left_queue_) core_.kick();
+    // readers), or hold a wake-up meant for it: whoever is next must not be
+    // left asleep.
+    if (left_queue_ || woken_) core_.kick();
     throw Cancelled{};
   }
   const bool granted = w_.state == PermitWaiter::State::granted;
@@ -203,22 +216,23 @@ bool PermitCore::Awaiter::resume() {
     // Cancelled as it was granted (or woken): hand on before throwing.
     if (granted) {
       core_.release(w_.n);
-    } else {
+    } else if (woken_) {
       core_.kick();
     }
     throw Cancelled{};
   }
+  if (granted) woken_ = false;
   return granted;
 }
 
 bool PermitCore::acquire_blocking(std::uint32_t n, const std::chrono::steady_clock::time_point* deadline) {
   if (try_acquire(n)) return true;
-  std::condition_variable cv;
+  std::condition_variable_any cv;
   PermitWaiter w;
   w.n = n;
   w.since = coarse_now();
   w.cv = &cv;
-  std::unique_lock<std::mutex> lk(mu_);
+  std::unique_lock<SpinLock> lk(mu_);
   bool retry = false;
   for (;;) {
     if (take_or_mark_locked(n)) return true;
@@ -265,8 +279,9 @@ void throw_self_deadlock(const PermitCore& core, const char* call) {
 
 Task<void> acquire_permits(PermitCore& core, std::uint32_t n) {
   std::int64_t since = 0;
-  for (bool retry = false;; retry = true) {
-    PermitCore::Awaiter a(core, n, since, retry);
+  bool woken = false;
+  for (;;) {
+    PermitCore::Awaiter a(core, n, since, woken);
     if (co_await a) co_return;
   }
 }

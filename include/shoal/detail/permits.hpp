@@ -26,6 +26,7 @@
 #include <string>
 
 #include "shoal/detail/fiber.hpp"
+#include "shoal/detail/spin_lock.hpp"
 #include "shoal/detail/sync_shim.hpp"
 #include "shoal/runtime/errors.hpp"
 
@@ -46,7 +47,7 @@ struct PermitWaiter {
   Fiber* fiber = nullptr;  // a task waiter; null for a thread waiter
   WaitHook* hook = nullptr;  // the task waiter's awaiter
   // Thread waiters block here (guarded by the core's lock).
-  std::condition_variable* cv = nullptr;
+  std::condition_variable_any* cv = nullptr;
 };
 
 class PermitCore {
@@ -87,14 +88,14 @@ class PermitCore {
   }
 
   /// One attempt to get `n` permits from a task. Checkpoint: yes (checks
-  /// cancellation first; yields once per budget even when uncontended).
-  /// Takes them at once if it may; else waits in the queue until granted
-  /// or woken to retry. `since` (0 at the first attempt) keeps the
+  /// cancellation first; once per budget it only yields, even uncontended,
+  /// and returns false). Takes them at once if it may; else waits in the
+  /// queue until granted or woken to retry. `since` (0 at the first attempt) keeps the
   /// waiter's age across retries; `retry` re-queues at the head.
   class Awaiter final : public WaitHook {
    public:
-    Awaiter(PermitCore& core, std::uint32_t n, std::int64_t& since, bool retry) noexcept
-        : core_(core), since_(since), retry_(retry) {
+    Awaiter(PermitCore& core, std::uint32_t n, std::int64_t& since, bool& woken) noexcept
+        : core_(core), since_(since), woken_(woken) {
       w_.n = n;
     }
     bool await_ready() const noexcept { return false; }
@@ -112,8 +113,8 @@ class PermitCore {
     bool resume();
     PermitCore& core_;
     std::int64_t& since_;
+    bool& woken_;
     PermitWaiter w_;
-    bool retry_;
     bool cancelled_ = false;
     bool left_queue_ = false;
   };
@@ -144,7 +145,9 @@ class PermitCore {
   shim::atomic<std::uint64_t> state_;
   const std::uint32_t permits_;
   std::string what_;
-  std::mutex mu_;
+  // A spin lock: its sections are a few pointer moves, and a std::mutex
+  // sent both workers into futex calls under contention.
+  SpinLock mu_;
   PermitWaiter* head_ = nullptr;  // guarded by mu_
   PermitWaiter* tail_ = nullptr;
 };

@@ -81,15 +81,19 @@ inline Fiber* require_task(Fiber* f, const PermitCore& core, const char* call) {
   return f;
 }
 
+/// The uncontended path: not cancelled, budget left, permits free. Else the
+/// Awaiter (which checks cancellation, yields and queues as needed).
+inline bool try_fast_acquire(Fiber* f, const LockSpec& l) noexcept {
+  if (f->budget <= 1 || f->cancelled() || !l.core->try_acquire(l.n)) return false;
+  --f->budget;
+  return true;
+}
+
 template <class F>
 Task<body_value_t<F>> locked(LockSpec l, F body, const char* call) {
   Fiber* f = require_task(co_await CurrentFiber{}, *l.core, call);
   check_self_deadlock(l, holder_id(f), call);
-  std::int64_t since = 0;
-  for (bool retry = false;; retry = true) {
-    PermitCore::Awaiter a(*l.core, l.n, since, retry);
-    if (co_await a) break;
-  }
+  if (!try_fast_acquire(f, l)) co_await acquire_permits(*l.core, l.n);
   Held held(l, holder_id(f));
   if constexpr (body_is_task<F>) {
     co_return co_await std::invoke(body);
@@ -97,6 +101,107 @@ Task<body_value_t<F>> locked(LockSpec l, F body, const char* call) {
     std::invoke(body);
   } else {
     co_return std::invoke(body);
+  }
+}
+
+enum class CallMode : std::uint8_t { wait, try_once };
+
+/// with_lock and friends for a plain-callable body, as an awaitable rather
+/// than a coroutine: while the permits are free nothing is allocated and the
+/// body runs inline in await_resume (a Task frame per call cost 3x the
+/// lock's own work). A contended call waits in acquire_permits, one frame.
+/// `wait` yields the body's value; `try_once` a SyncResult (busy: not run).
+template <class F, CallMode M>
+class [[nodiscard]] LockCall {
+ public:
+  using body_type = std::invoke_result_t<F&>;
+  using value_type = std::conditional_t<M == CallMode::wait, body_type, SyncResult<body_type>>;
+  using task_type = Task<value_type>;
+
+  LockCall(LockSpec l, F body, const char* call) : l_(l), body_(std::move(body)), call_(call) {}
+  LockCall(LockCall&&) = default;
+  LockCall& operator=(LockCall&&) = delete;
+
+  /// For the APIs that take a Task (spawn, move_on_after, ...).
+  operator task_type() && { return as_task(std::move(*this)); }
+
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
+    Fiber* f = fiber_of(h);
+    if (f == nullptr) {
+      err_ = Err::no_task;
+      return h;
+    }
+    me_ = holder_id(f);
+    if constexpr (M == CallMode::wait) {
+      if (l_.check != nullptr && l_.check->load(std::memory_order_relaxed) == me_) {
+        err_ = Err::self_deadlock;
+        return h;
+      }
+      if (try_fast_acquire(f, l_)) return h;
+      slow_ = acquire_permits(*l_.core, l_.n);  // checks cancellation, yields, queues
+      return std::move(slow_).operator co_await().await_suspend(h);
+    } else {
+      // Never waits, but is a cancellation point and a schedule point once
+      // per budget like every other.
+      if (f->cancelled()) {
+        err_ = Err::cancelled;
+        return h;
+      }
+      if (!consume_budget(f)) return h;
+      fiber_ = f;
+      f->resume = h;
+      schedule_yield(f);
+      return std::noop_coroutine();
+    }
+  }
+  value_type await_resume() {
+    if (err_ == Err::no_task) require_task(nullptr, *l_.core, call_);
+    if (err_ == Err::self_deadlock) throw_self_deadlock(*l_.core, call_);
+    if (err_ == Err::cancelled || (fiber_ != nullptr && fiber_->cancelled())) throw Cancelled{};
+    if constexpr (M == CallMode::wait) {
+      if (slow_) std::move(slow_).operator co_await().await_resume();  // Cancelled, having handed on
+      Held held(l_, me_);
+      return std::invoke(body_);
+    } else {
+      if (!l_.core->try_acquire(l_.n)) return SyncError::Code::busy;
+      Held held(l_, me_);
+      if constexpr (std::is_void_v<body_type>) {
+        std::invoke(body_);
+        return SyncResult<void>(std::in_place);
+      } else {
+        return SyncResult<body_type>(std::in_place, std::invoke(body_));
+      }
+    }
+  }
+
+ private:
+  enum class Err : std::uint8_t { none, no_task, self_deadlock, cancelled };
+  static task_type as_task(LockCall call) {
+    if constexpr (std::is_void_v<value_type>) {
+      co_await std::move(call);
+    } else {
+      co_return co_await std::move(call);
+    }
+  }
+  LockSpec l_;
+  F body_;
+  const char* call_;
+  Task<void> slow_;
+  Fiber* fiber_ = nullptr;  // try_once after a yield: re-check cancellation
+  std::uintptr_t me_ = 0;
+  Err err_ = Err::none;
+};
+
+/// with_lock & co: the allocation-free awaitable for a plain body; a Task
+/// body gets a coroutine anyway, so the call is one too.
+template <class F>
+auto lock_call(LockSpec l, F body, const char* call) {
+  if constexpr (body_is_task<F>) {
+    return locked(l, std::move(body), call);
+  } else {
+    return LockCall<F, CallMode::wait>(l, std::move(body), call);
   }
 }
 
@@ -123,6 +228,15 @@ Task<SyncResult<body_value_t<F>>> try_locked(LockSpec l, F body, const char* cal
   co_await checkpoint();  // never waits, but is a cancellation point like every other
   if (!l.core->try_acquire(l.n)) co_return SyncError::Code::busy;
   co_return co_await run_held(l, holder_id(f), body);
+}
+
+template <class F>
+auto try_lock_call(LockSpec l, F body, const char* call) {
+  if constexpr (body_is_task<F>) {
+    return try_locked(l, std::move(body), call);
+  } else {
+    return LockCall<F, CallMode::try_once>(l, std::move(body), call);
+  }
 }
 
 template <class F>

@@ -193,6 +193,13 @@ struct Forward {
   }
 };
 
+/// An awaitable that is not a Task but becomes one on request (a lock call
+/// that allocates nothing while the lock is free): the Task-taking APIs
+/// (spawn, start, move_on_after, with_timeout, shielded) accept it as well.
+template <class A>
+concept TaskLike = !std::is_reference_v<A> && requires { typename A::task_type; } &&
+                   std::is_convertible_v<A&&, typename A::task_type>;
+
 template <class X>
 struct IsTask : std::false_type {};
 template <class T>

@@ -127,6 +127,12 @@ class Scope final : private detail::FiberOwner {
     launch(h.promise(), h, 0);
   }
 
+  /// The same for a Task-like awaitable (e.g. `with_lock(m, body)`).
+  template <detail::TaskLike A>
+  void spawn(A call) {
+    spawn(typename A::task_type(std::move(call)));
+  }
+
   /// Starts `fn(args...)` as a child. The callable and the decay-copied
   /// arguments are owned by the child until it finishes, so captures never
   /// dangle. Allocation: two frames.
@@ -142,6 +148,10 @@ class Scope final : private detail::FiberOwner {
   /// the scope ends.
   template <class T>
   [[nodiscard]] JoinHandle<T> start(Task<T> task);
+  template <detail::TaskLike A>
+  [[nodiscard]] auto start(A call) {
+    return start(typename A::task_type(std::move(call)));
+  }
 
   template <class F, class... Args>
     requires detail::TaskFactory<F, Args...>

@@ -151,6 +151,20 @@ auto move_on_after(std::chrono::duration<Rep, Period> d, Task<T> task)
   }
 }
 
+/// The same three for a Task-like awaitable (e.g. `with_lock(m, body)`).
+template <detail::TaskLike A, class Rep, class Period>
+auto with_timeout(std::chrono::duration<Rep, Period> d, A call) {
+  return with_timeout(d, typename A::task_type(std::move(call)));
+}
+template <detail::TaskLike A, class Rep, class Period>
+auto move_on_after(std::chrono::duration<Rep, Period> d, A call) {
+  return move_on_after(d, typename A::task_type(std::move(call)));
+}
+template <detail::TaskLike A>
+auto shielded(A call) {
+  return shielded(typename A::task_type(std::move(call)));
+}
+
 /// Runs `task` where cancellation from outside cannot reach it (cleanup that
 /// must finish). Cancellation requested outside is seen again at the first
 /// checkpoint after it returns. Checkpoint: no (it does not start cancelled).

@@ -78,14 +78,20 @@ struct SyncAccess {
 
 /// Runs `body()` (a callable, or one returning Task<T>) holding `m`; returns
 /// its value. Checkpoint: yes. SyncError{self_deadlock} if this task holds `m`.
+///
+/// Every with_* call here (and in semaphore.hpp) is `co_await`ed. For a Task
+/// body it is a Task; for a plain body it is an awaitable that allocates
+/// nothing while the lock is free and converts to Task<T> where one is
+/// wanted (Scope::spawn/start, move_on_after, with_timeout, shielded take it
+/// as it is).
 template <class F>
-Task<detail::body_value_t<F>> with_lock(Mutex& m, F body) {
-  return detail::locked(detail::SyncAccess::lock(m), std::move(body), "with_lock");
+auto with_lock(Mutex& m, F body) {
+  return detail::lock_call(detail::SyncAccess::lock(m), std::move(body), "with_lock");
 }
 /// Runs `body` if `m` is free right now; else SyncError::Code::busy, body not run.
 template <class F>
-Task<SyncResult<detail::body_value_t<F>>> with_try_lock(Mutex& m, F body) {
-  return detail::try_locked(detail::SyncAccess::lock(m), std::move(body), "with_try_lock");
+auto with_try_lock(Mutex& m, F body) {
+  return detail::try_lock_call(detail::SyncAccess::lock(m), std::move(body), "with_try_lock");
 }
 /// Waits at most `limit` for `m` (the body is not limited); else
 /// SyncError::Code::timed_out, body not run.
@@ -97,16 +103,16 @@ Task<SyncResult<detail::body_value_t<F>>> with_lock_timeout(Mutex& m, std::chron
 }
 
 template <class F>
-Task<detail::body_value_t<F>> with_read_lock(RwLock& l, F body) {
-  return detail::locked(detail::SyncAccess::read(l), std::move(body), "with_read_lock");
+auto with_read_lock(RwLock& l, F body) {
+  return detail::lock_call(detail::SyncAccess::read(l), std::move(body), "with_read_lock");
 }
 template <class F>
-Task<detail::body_value_t<F>> with_write_lock(RwLock& l, F body) {
-  return detail::locked(detail::SyncAccess::write(l), std::move(body), "with_write_lock");
+auto with_write_lock(RwLock& l, F body) {
+  return detail::lock_call(detail::SyncAccess::write(l), std::move(body), "with_write_lock");
 }
 template <class F>
-Task<SyncResult<detail::body_value_t<F>>> with_try_write_lock(RwLock& l, F body) {
-  return detail::try_locked(detail::SyncAccess::write(l), std::move(body), "with_try_write_lock");
+auto with_try_write_lock(RwLock& l, F body) {
+  return detail::try_lock_call(detail::SyncAccess::write(l), std::move(body), "with_try_write_lock");
 }
 
 namespace blocking {

@@ -47,16 +47,16 @@ inline LockSpec SyncAccess::permits(Semaphore& s, std::uint32_t n, const char* c
 
 /// Runs `body` holding `n` permits. Checkpoint: yes.
 template <class F>
-Task<detail::body_value_t<F>> with_permits(Semaphore& s, std::uint32_t n, F body) {
-  return detail::locked(detail::SyncAccess::permits(s, n, "with_permits"), std::move(body), "with_permits");
+auto with_permits(Semaphore& s, std::uint32_t n, F body) {
+  return detail::lock_call(detail::SyncAccess::permits(s, n, "with_permits"), std::move(body), "with_permits");
 }
 template <class F>
-Task<detail::body_value_t<F>> with_permit(Semaphore& s, F body) {
-  return detail::locked(detail::SyncAccess::permits(s, 1, "with_permit"), std::move(body), "with_permit");
+auto with_permit(Semaphore& s, F body) {
+  return detail::lock_call(detail::SyncAccess::permits(s, 1, "with_permit"), std::move(body), "with_permit");
 }
 template <class F>
-Task<SyncResult<detail::body_value_t<F>>> with_try_permit(Semaphore& s, F body) {
-  return detail::try_locked(detail::SyncAccess::permits(s, 1, "with_try_permit"), std::move(body), "with_try_permit");
+auto with_try_permit(Semaphore& s, F body) {
+  return detail::try_lock_call(detail::SyncAccess::permits(s, 1, "with_try_permit"), std::move(body), "with_try_permit");
 }
 
 namespace blocking {
