@@ -32,6 +32,16 @@ std::int64_t PermitCore::coarse_now() noexcept {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+bool PermitCore::spin_acquire(std::uint32_t n) noexcept {
+  for (int i = 0; i < kSpins; ++i) {
+    shim::spin_pause();
+    const std::uint64_t s = state_.load(std::memory_order_relaxed);
+    if ((s & (kFair | kWaiters)) != 0) return false;
+    if ((s & kCountMask) >= n && try_acquire(n)) return true;
+  }
+  return false;
+}
+
 bool PermitCore::take_or_mark_locked(std::uint32_t n) noexcept {
   state_.fetch_or(kWaiters, std::memory_order_acq_rel);
   if (try_acquire(n)) {
@@ -131,16 +141,6 @@ void PermitCore::wake(PermitWaiter* list) noexcept {
   }
 }
 
-void PermitCore::release_slow(std::uint32_t n) noexcept {
-  PermitWaiter* woken;
-  {
-    std::lock_guard<SpinLock> g(mu_);
-    state_.fetch_add(n, std::memory_order_acq_rel);
-    woken = dispatch_locked();
-  }
-  wake(woken);
-}
-
 void PermitCore::kick() noexcept {
   PermitWaiter* woken;
   {
@@ -165,7 +165,7 @@ bool PermitCore::Awaiter::suspend(Fiber* f, std::coroutine_handle<> h) {
     schedule_yield(f);
     return true;  // resumes idle: the caller tries again
   }
-  if (core_.try_acquire(w_.n)) {
+  if (core_.try_acquire(w_.n) || core_.spin_acquire(w_.n)) {
     w_.state = PermitWaiter::State::granted;
     return false;
   }

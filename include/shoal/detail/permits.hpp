@@ -4,18 +4,26 @@
 // - State word: available permits (low 32 bits) | kWaiters | kFair. The
 //   fast path is one CAS and needs no lock; it may take permits while others
 //   wait (barging), unless kFair is set.
+// - Before queueing, a task looks again for a few pauses (a holder on the
+//   other worker is usually about to leave): a queue-and-wake trip costs far
+//   more than the body it waits for. Cross-core hand-offs are what contended
+//   throughput is made of, so the exclusive holder's id lives beside the
+//   state word (one line moves per hand-off, not two).
 // - A waiter that must wait links itself under the lock and re-checks there,
-//   so a release either sees kWaiters (and wakes someone under the lock) or
-//   happened before the waiter's re-check (which then takes the permits).
-// - A release with waiters wakes the head to retry (it may lose to a barger
-//   and then re-queues at the head, keeping its age). Once the head has
+//   so a release (one fetch_add) either sees kWaiters (and wakes someone
+//   under the lock) or happened before the waiter's re-check (which then
+//   takes the permits).
+// - A release with waiters wakes waiters from the head to retry, as many as
+//   the free permits could serve (one for a mutex, a run of readers); one
+//   that loses to a barger re-queues at the head, keeping its age. Once the head has
 //   waited longer than kFairAfter, kFair turns barging off and releases hand
 //   permits to waiters directly, in FIFO order, until the queue is young
 //   again: nobody starves, and the uncontended path pays nothing for it.
 // - Cancellation follows the cancellable-wait protocol (detail/fiber.hpp). A
 //   waiter that is granted permits at the moment it is cancelled gives them
 //   back (waking the next waiter) before it throws Cancelled; one that leaves
-//   the queue kicks the queue so the next waiter is not left asleep.
+//   the queue, or leaves after it was woken to retry, kicks the queue so the
+//   next waiter is not left asleep.
 #pragma once
 
 #include <chrono>
@@ -80,11 +88,9 @@ class PermitCore {
   }
   /// Gives `n` permits back; wakes (or hands them to) waiters.
   void release(std::uint32_t n) noexcept {
-    std::uint64_t s = state_.load(std::memory_order_relaxed);
-    while ((s & kWaiters) == 0) {
-      if (state_.compare_exchange_weak(s, s + n, std::memory_order_release, std::memory_order_relaxed)) return;
-    }
-    release_slow(n);
+    // One RMW, no retry loop: a waiter marks kWaiters (under the lock) before
+    // its last try, so either it sees these permits or this sees the mark.
+    if ((state_.fetch_add(n, std::memory_order_acq_rel) & kWaiters) != 0) kick();
   }
 
   /// One attempt to get `n` permits from a task. Checkpoint: yes (checks
@@ -128,7 +134,11 @@ class PermitCore {
 
  private:
   friend class Awaiter;
-  void release_slow(std::uint32_t n) noexcept;
+  static constexpr int kSpins = 16;
+  // A holder on another worker usually leaves within a few hundred cycles
+  // (bodies are short): a short look before queueing avoids a queue and
+  // wake-up trip. Never past kFair or a queue.
+  bool spin_acquire(std::uint32_t n) noexcept;
   // Under mu_, for a waiter about to queue: marks the queue non-empty first
   // (so a concurrent release takes the slow path), then tries the permits.
   bool take_or_mark_locked(std::uint32_t n) noexcept;
@@ -143,6 +153,13 @@ class PermitCore {
   void kick() noexcept;  // dispatch after a waiter left the queue
 
   shim::atomic<std::uint64_t> state_;
+
+ public:
+  /// Who holds it exclusively (Mutex, RwLock writer), for self-deadlock
+  /// detection: beside the state word, so a hand-over moves one cache line.
+  std::atomic<std::uintptr_t> holder{0};
+
+ private:
   const std::uint32_t permits_;
   std::string what_;
   // A spin lock: its sections are a few pointer moves, and a std::mutex

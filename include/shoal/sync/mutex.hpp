@@ -36,9 +36,8 @@ class Mutex {
 
  private:
   friend struct detail::SyncAccess;
-  detail::LockSpec spec() noexcept { return {&core_, 1, &owner_, &owner_}; }
+  detail::LockSpec spec() noexcept { return {&core_, 1, &core_.holder, &core_.holder}; }
   detail::PermitCore core_;
-  std::atomic<std::uintptr_t> owner_{0};
   std::string name_;
 };
 
@@ -58,10 +57,9 @@ class RwLock {
 
  private:
   friend struct detail::SyncAccess;
-  detail::LockSpec read_spec() noexcept { return {&core_, 1, nullptr, &writer_}; }
-  detail::LockSpec write_spec() noexcept { return {&core_, kMaxReaders, &writer_, &writer_}; }
+  detail::LockSpec read_spec() noexcept { return {&core_, 1, nullptr, &core_.holder}; }
+  detail::LockSpec write_spec() noexcept { return {&core_, kMaxReaders, &core_.holder, &core_.holder}; }
   detail::PermitCore core_;
-  std::atomic<std::uintptr_t> writer_{0};
   std::string name_;
 };
 

@@ -23,6 +23,16 @@ namespace shoal {
 ///    (a waiter, at once) runs `init`.
 /// Destroying a Once that is waited on aborts with a message naming it.
 template <class T>
+class Once;
+
+namespace detail {
+template <class T, class F>
+Task<const T&> once_do_task(Once<T>& once, F init);
+template <class T, class F>
+class OnceCall;
+}  // namespace detail
+
+template <class T>
 class Once {
   static_assert(!std::is_reference_v<T> && !std::is_void_v<T>, "shoal::Once<T>: T must be a value type");
 
@@ -36,7 +46,9 @@ class Once {
 
  private:
   template <class U, class F>
-  friend Task<const U&> once_do(Once<U>& once, F init);
+  friend Task<const U&> detail::once_do_task(Once<U>& once, F init);
+  template <class U, class F>
+  friend class detail::OnceCall;
   template <class U, class F>
   friend const U& blocking_once_do(Once<U>& once, F& init);
   detail::OnceCore core_;
@@ -76,11 +88,9 @@ const T& once_settle(OnceCore& core, std::optional<T>& slot, std::optional<T>& m
 }
 }  // namespace detail
 
-/// The stored value, computing it with `init()` (a callable returning T, or
-/// Task<T>) if no one has. Checkpoint: yes (a cancelled caller gets
-/// Cancelled even when the value is ready).
+namespace detail {
 template <class T, class F>
-Task<const T&> once_do(Once<T>& once, F init) {
+Task<const T&> once_do_task(Once<T>& once, F init) {
   if (detail::Fiber* f = co_await detail::CurrentFiber{}; f != nullptr && f->cancelled()) throw Cancelled{};
   detail::OnceStep step;
   while ((step = detail::once_step(once.core_)) == detail::OnceStep::wait) {
@@ -99,6 +109,48 @@ Task<const T&> once_do(Once<T>& once, F init) {
     error = std::current_exception();
   }
   co_return detail::once_settle(once.core_, once.value_, made, error);
+}
+
+/// once_do as an awaitable: once the value is there a call allocates
+/// nothing; before that it runs once_do_task.
+template <class T, class F>
+class [[nodiscard]] OnceCall {
+ public:
+  using task_type = Task<const T&>;
+  OnceCall(Once<T>& once, F init) : once_(once), init_(std::move(init)) {}
+  OnceCall(OnceCall&&) = default;
+  OnceCall& operator=(OnceCall&&) = delete;
+
+  /// For the APIs that take a Task (spawn, move_on_after, ...).
+  operator task_type() && { return once_do_task(once_, std::move(init_)); }
+
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
+    const Fiber* f = fiber_of(h);
+    if (f != nullptr && !f->cancelled() && once_.core_.state() == OnceCore::done) return h;
+    slow_ = once_do_task(once_, std::move(init_));
+    return std::move(slow_).operator co_await().await_suspend(h);
+  }
+  const T& await_resume() {
+    if (slow_) return std::move(slow_).operator co_await().await_resume();
+    return *once_.value_;
+  }
+
+ private:
+  Once<T>& once_;
+  F init_;
+  task_type slow_;
+};
+}  // namespace detail
+
+/// The stored value, computing it with `init()` (a callable returning T, or
+/// Task<T>) if no one has. Checkpoint: yes (a cancelled caller gets
+/// Cancelled even when the value is ready). Awaited; once the value is there
+/// it allocates nothing. Converts to Task<const T&> where a Task is wanted.
+template <class T, class F>
+detail::OnceCall<T, F> once_do(Once<T>& once, F init) {
+  return detail::OnceCall<T, F>(once, std::move(init));
 }
 
 template <class T, class F>
