@@ -555,6 +555,11 @@ void Scheduler::dump_node(std::ostream& out, CancelNode* n, int depth) const {
 void schedule(Fiber* f) noexcept { f->sched->schedule(f); }
 void schedule_spawn(Fiber* f) noexcept { f->sched->schedule_spawn(f); }
 void schedule_yield(Fiber* f) noexcept { f->sched->schedule_yield(f); }
+
+void yield_from(Fiber* f, std::coroutine_handle<> h, const void* /*awaiter: see the header*/) noexcept {
+  f->resume = h;
+  f->sched->schedule_yield(f);
+}
 void schedule_batch(Scheduler* s, FiberBatch& batch) noexcept { s->schedule_batch(batch); }
 void pin_to_current_worker(Fiber* f) noexcept { f->sched->pin_to_current_worker(f); }
 Fiber* current_fiber() noexcept { return tls_fiber; }

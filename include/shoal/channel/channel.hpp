@@ -163,8 +163,7 @@ class Channel {
       }
       this->done = true;
       if (!detail::consume_budget(f)) return false;
-      f->resume = h;  // out of budget: a schedule point
-      detail::schedule_yield(f);
+      detail::yield_from(f, h, this);  // out of budget: a schedule point
       return true;
     }
     T value_;
@@ -188,8 +187,7 @@ class Channel {
       if (c.recv_now(slot_) != kWouldBlock) {
         this->done = true;
         if (!detail::consume_budget(f)) return false;
-        f->resume = h;  // out of budget: a schedule point
-        detail::schedule_yield(f);
+        detail::yield_from(f, h, this);  // out of budget: a schedule point
         return true;
       }
       f->resume = h;

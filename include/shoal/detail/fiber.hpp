@@ -99,6 +99,15 @@ void schedule(Fiber* f) noexcept;
 void schedule_spawn(Fiber* f) noexcept;
 /// A yield: to the back of the local queue, behind what is ready.
 void schedule_yield(Fiber* f) noexcept;
+
+/// Reschedules `f` at `h` behind the ready tasks, from inside an inline
+/// await_suspend; `awaiter` is that awaiter. Handing it to this opaque call
+/// pins the awaiter's stores before the hand-off: clang 14 may otherwise
+/// sink them past an inlined await_suspend (llvm#56301), into a frame that
+/// another worker is already running (a race TSan caught on
+/// CheckpointAwaiter). Every inline await_suspend that hands its coroutine
+/// on without first publishing `this` must yield through here.
+void yield_from(Fiber* f, std::coroutine_handle<> h, const void* awaiter) noexcept;
 /// Pins `f` (not yet scheduled) to the calling worker: it will only ever run
 /// there. No effect off a worker or on the deterministic executor.
 void pin_to_current_worker(Fiber* f) noexcept;

@@ -151,8 +151,7 @@ class [[nodiscard]] LockCall {
       }
       if (!consume_budget(f)) return h;
       fiber_ = f;
-      f->resume = h;
-      schedule_yield(f);
+      yield_from(f, h, this);
       return std::noop_coroutine();
     }
   }

@@ -21,8 +21,7 @@ struct CheckpointAwaiter {
       cancelled_ = true;
       return false;
     }
-    fiber_->resume = h;
-    schedule_yield(fiber_);
+    yield_from(fiber_, h, this);
     return true;
   }
   void await_resume() const {

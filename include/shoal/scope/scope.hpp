@@ -357,8 +357,7 @@ class JoinHandle {
       child = &jh_->h_.promise().own_fiber_;
       if (child->join.load(std::memory_order_acquire) == detail::Fiber::kJoinDone || waiter == nullptr) {
         if (waiter == nullptr || !detail::consume_budget(waiter)) return false;
-        waiter->resume = caller;  // out of budget: yield once, then take
-        detail::schedule_yield(waiter);
+        detail::yield_from(waiter, caller, this);  // out of budget: yield once, then take
         return true;
       }
       waiter->resume = caller;

@@ -319,8 +319,7 @@ class TaskSet::SpawnAwaiter final : private detail::WaitHook {
     if (o == Outcome::waiting) return true;  // nothing may touch *this from here on
     outcome_ = o;
     if (outcome_ == Outcome::admitted && detail::consume_budget(fiber_)) {
-      fiber_->resume = h;  // out of budget: yield once, holding the slot
-      detail::schedule_yield(fiber_);
+      detail::yield_from(fiber_, h, this);  // out of budget: yield once, holding the slot
       return true;
     }
     return false;

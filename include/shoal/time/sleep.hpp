@@ -36,11 +36,11 @@ class SleepAwaiter final : public WaitHook {
       cancelled_ = true;
       return false;
     }
-    f_->resume = h;
     if (until_ <= clock_now()) {  // already due: still a schedule point
-      schedule_yield(f_);
+      yield_from(f_, h, this);
       return true;
     }
+    f_->resume = h;
     entry_.deadline = to_ns(until_);
     entry_.fire = &SleepAwaiter::on_fire;
     entry_.owner = this;
