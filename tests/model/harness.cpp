@@ -19,6 +19,10 @@ void schedule(Fiber* f) noexcept {
 }
 void schedule_spawn(Fiber* f) noexcept { schedule(f); }
 void schedule_yield(Fiber* f) noexcept { schedule(f); }
+void yield_from(Fiber* f, std::coroutine_handle<> h, const void*) noexcept {
+  f->resume = h;
+  schedule(f);
+}
 void schedule_batch(Scheduler*, FiberBatch& batch) noexcept {
   for (Fiber* f = batch.head; f != nullptr;) {
     Fiber* next = f->next;  // f may run (and be reused) once scheduled
