@@ -290,10 +290,10 @@ Task<void> acquire_permits(PermitCore& core, std::uint32_t n) {
 
 namespace shoal {
 
-std::string sync_object_name(const char* kind, const std::string& name, const void* self) {
+std::string sync_object_name(const char* kind, const std::string& name, std::uintptr_t self) {
   if (!name.empty()) return std::string("shoal::") + kind + " \"" + name + "\"";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%p", self);
+  std::snprintf(buf, sizeof buf, "%p", reinterpret_cast<const void*>(self));
   return std::string("shoal::") + kind + " at " + buf;
 }
 

@@ -8,7 +8,10 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
+#include <latch>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/manual_event.hpp"
@@ -158,6 +161,7 @@ TEST(CheckpointContract, SyncCallsThrowInACancelledScopeWithoutRunningTheBody) {
       {"with_write_lock", [&]() -> Task<void> { co_await shoal::with_write_lock(l, body); }},
       {"with_try_write_lock", [&]() -> Task<void> { (void)co_await shoal::with_try_write_lock(l, body); }},
       {"with_permits", [&]() -> Task<void> { co_await shoal::with_permits(sem, 2, body); }},
+      {"with_permit", [&]() -> Task<void> { co_await shoal::with_permit(sem, body); }},
       {"with_try_permit", [&]() -> Task<void> { (void)co_await shoal::with_try_permit(sem, body); }},
       {"once_do", [&]() -> Task<void> { (void)co_await shoal::once_do(once, init); }},
       {"with_cell", [&]() -> Task<void> { co_await shoal::with_cell(cell, bump); }},
@@ -184,6 +188,129 @@ TEST(CheckpointContract, SyncCallsThrowInACancelledScopeWithoutRunningTheBody) {
     EXPECT_TRUE(co_await shoal::with_try_write_lock(l, [] {}));
     EXPECT_EQ(co_await shoal::once_do(once, [] { return 5; }), 5);
   }());
+}
+
+// The same where each call would have to wait: the locks are held (and a
+// Once's init is running) on plain threads. Each call throws Cancelled
+// without running its body and without staying queued: once the threads
+// let go, every lock is free and the Once holds the thread's value (a
+// waiter left behind would also make a destructor abort).
+TEST(CheckpointContract, SyncCallsThatWouldWaitThrowInACancelledScopeWithoutQueueing) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "sync checkpoint contract, contended");
+  shoal::Mutex m("contended");
+  shoal::RwLock l("contended");
+  shoal::Semaphore sem(2, "contended");
+  shoal::Once<int> running("running"), ready("ready");
+  (void)shoal::blocking::once_do(ready, [] { return 1; });
+  std::promise<void> let_go;
+  std::shared_future<void> released = let_go.get_future().share();
+  std::latch holding(4);
+  const auto hold = [&] {
+    holding.count_down();
+    released.wait();
+  };
+  std::vector<std::thread> holders;
+  holders.emplace_back([&] { shoal::blocking::with_lock(m, hold); });
+  holders.emplace_back([&] { shoal::blocking::with_write_lock(l, hold); });
+  holders.emplace_back([&] { shoal::blocking::with_permits(sem, 2, hold); });
+  holders.emplace_back([&] {
+    (void)shoal::blocking::once_do(running, [&] {
+      hold();
+      return 7;
+    });
+  });
+  holding.wait();
+  int ran = 0;
+  auto body = [&] { ++ran; };
+  auto init = [&] {
+    ++ran;
+    return 2;
+  };
+  const std::vector<std::pair<std::string, std::function<Task<void>()>>> ops = {
+      {"with_lock when held", [&]() -> Task<void> { co_await shoal::with_lock(m, body); }},
+      {"with_try_lock when held", [&]() -> Task<void> { (void)co_await shoal::with_try_lock(m, body); }},
+      {"with_lock_timeout when held", [&]() -> Task<void> { (void)co_await shoal::with_lock_timeout(m, std::chrono::hours(1), body); }},
+      {"with_read_lock when write-held", [&]() -> Task<void> { co_await shoal::with_read_lock(l, body); }},
+      {"with_write_lock when write-held", [&]() -> Task<void> { co_await shoal::with_write_lock(l, body); }},
+      {"with_try_write_lock when write-held", [&]() -> Task<void> { (void)co_await shoal::with_try_write_lock(l, body); }},
+      {"with_permit when none is free", [&]() -> Task<void> { co_await shoal::with_permit(sem, body); }},
+      {"with_permits(2) when none is free", [&]() -> Task<void> { co_await shoal::with_permits(sem, 2, body); }},
+      {"with_try_permit when none is free", [&]() -> Task<void> { (void)co_await shoal::with_try_permit(sem, body); }},
+      {"once_do while another caller's init runs", [&]() -> Task<void> { (void)co_await shoal::once_do(running, init); }},
+      {"once_do with the value ready", [&]() -> Task<void> { (void)co_await shoal::once_do(ready, init); }},
+  };
+  for (const auto& entry : ops) {  // not a structured binding: clang 14 cannot capture one
+    const std::string& name = entry.first;
+    const auto& op = entry.second;
+    bool threw = false;
+    shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
+      s.cancel();
+      try {
+        co_await op();
+      } catch (const shoal::Cancelled&) {
+        threw = true;
+      }
+    }));
+    EXPECT_TRUE(threw) << name << ": not a cancel point";
+    EXPECT_EQ(ran, 0) << name << ": ran its body (or init) when cancelled";
+  }
+  let_go.set_value();
+  for (auto& t : holders) t.join();
+  EXPECT_EQ(sem.available(), 2u);
+  shoal::run([&]() -> Task<void> {
+    EXPECT_TRUE(co_await shoal::with_try_lock(m, [] {})) << "a cancelled waiter left the mutex held";
+    EXPECT_TRUE(co_await shoal::with_try_write_lock(l, [] {})) << "a cancelled waiter left the RwLock held";
+    EXPECT_EQ(co_await shoal::once_do(running, init), 7);
+    EXPECT_EQ(co_await shoal::once_do(ready, init), 1);
+  }());
+  EXPECT_EQ(ran, 0) << "init ran again";
+}
+
+// Sync calls that need not wait still yield at least once per cooperative
+// budget: on one worker, 1,000 of them in a row let a sibling run.
+TEST(CheckpointContract, SyncCallsThatNeedNotWaitStillYieldPerBudget) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "sync budget");
+  constexpr int kOps = 1000;
+  shoal::Mutex m("budget");
+  shoal::RwLock l("budget");
+  shoal::Semaphore sem(2, "budget");
+  shoal::Once<int> once("budget");
+  shoal::Cell<int> cell(0, "budget");
+  (void)shoal::blocking::once_do(once, [] { return 1; });
+  const std::vector<std::pair<std::string, std::function<Task<void>()>>> ops = {
+      {"with_lock when free", [&]() -> Task<void> { co_await shoal::with_lock(m, [] {}); }},
+      {"with_try_lock when free", [&]() -> Task<void> { (void)co_await shoal::with_try_lock(m, [] {}); }},
+      {"with_lock_timeout when free", [&]() -> Task<void> { (void)co_await shoal::with_lock_timeout(m, std::chrono::hours(1), [] {}); }},
+      {"with_read_lock when free", [&]() -> Task<void> { co_await shoal::with_read_lock(l, [] {}); }},
+      {"with_write_lock when free", [&]() -> Task<void> { co_await shoal::with_write_lock(l, [] {}); }},
+      {"with_permit when free", [&]() -> Task<void> { co_await shoal::with_permit(sem, [] {}); }},
+      {"with_permits(2) when free", [&]() -> Task<void> { co_await shoal::with_permits(sem, 2, [] {}); }},
+      {"once_do with the value ready", [&]() -> Task<void> { (void)co_await shoal::once_do(once, [] { return 2; }); }},
+      {"with_cell", [&]() -> Task<void> { co_await shoal::with_cell(cell, [](int v) { return v + 1; }); }},
+  };
+  for (const auto& entry : ops) {
+    const std::string& name = entry.first;
+    const auto& op = entry.second;
+    long sibling_runs = 0, during = -1;
+    bool done = false;
+    shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
+                 s.spawn([&]() -> Task<void> {
+                   while (!done) {
+                     ++sibling_runs;
+                     co_await shoal::checkpoint();
+                   }
+                 });
+                 co_await shoal::checkpoint();  // the sibling is running
+                 const long before = sibling_runs;
+                 for (int i = 0; i < kOps; ++i) co_await op();
+                 during = sibling_runs - before;
+                 done = true;
+               }),
+               shoal::RuntimeOptions::with_workers(1));
+    // ~kOps/128 budget yields; each lets the sibling run once.
+    EXPECT_GE(during, kOps / 128 - 1) << name << ": starved its sibling (" << during << " sibling runs in " << kOps
+                                      << " calls)";
+  }
 }
 
 Task<void> count_run(std::atomic<int>& ran) {

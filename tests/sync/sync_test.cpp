@@ -4,12 +4,14 @@
 // destruction.
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "shoal/sync.hpp"
+#include "support/frame_counter.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -170,6 +172,58 @@ SHOAL_TEST(MutexTest, BlockingFormsRefuseToRunOnAWorker) {
   Mutex m;
   EXPECT_THROW(shoal::blocking::with_lock(m, [] {}), std::logic_error);
   co_return;
+}
+
+// A call with a plain body is an awaitable, not a coroutine: while the lock
+// is free (and once a Once holds its value) it allocates nothing, except a
+// waiting frame at the once-per-budget schedule point (a Task per call
+// would be 4,000 frames here).
+SHOAL_TEST(MutexTest, CallsOnAFreeLockAllocateNoFrameBeyondTheBudgetYield) {
+  Mutex m;
+  RwLock l;
+  Semaphore sem(2);
+  Once<int> once;
+  (void)co_await shoal::once_do(once, [] { return 5; });
+  long sum = 0;
+  shoal::test::FrameCounter frames;
+  for (int i = 0; i < 1'000; ++i) {
+    co_await shoal::with_lock(m, [&] { ++sum; });
+    sum += *co_await shoal::with_try_lock(m, [] { return 1; });
+    co_await shoal::with_read_lock(l, [&] { ++sum; });
+    co_await shoal::with_write_lock(l, [&] { ++sum; });
+    co_await shoal::with_permits(sem, 2, [&] { ++sum; });
+    sum += co_await shoal::once_do(once, [] { return 0; });
+  }
+  EXPECT_LE(frames.allocations(), 6'000 / shoal::detail::kBudget + 1);
+  EXPECT_EQ(sum, 1'000 * 10);
+}
+
+// ... and it goes wherever a Task goes.
+SHOAL_TEST(MutexTest, ALockCallGoesWhereATaskGoes) {
+  Mutex m("task-like");
+  Once<int> once;
+  std::atomic<int> ran{0};
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn(shoal::with_lock(m, [&] { ran.fetch_add(1); }));
+    auto h = s.start(shoal::with_lock(m, [] { return 7; }));
+    EXPECT_EQ(co_await h, 7);
+    co_return;
+  });
+  const std::optional<int> cut = co_await shoal::move_on_after(10s, shoal::with_lock(m, [] { return 8; }));
+  EXPECT_EQ(cut, std::optional<int>(8));
+  const auto r = co_await shoal::with_timeout(10s, shoal::with_try_lock(m, [] { return 9; }));
+  EXPECT_EQ(*r, 9);
+  co_await shoal::shielded(shoal::with_lock(m, [&] { ran.fetch_add(1); }));
+  Task<const int&> t = shoal::once_do(once, [] { return 10; });
+  EXPECT_EQ(co_await std::move(t), 10);
+  EXPECT_EQ(ran.load(), 2);
+}
+
+TEST(MutexPlainTest, ALockCallRunsAsARootTask) {
+  Mutex m;
+  EXPECT_EQ(shoal::run(shoal::with_lock(m, [] { return 11; })), 11);
+  shoal::Runtime rt;
+  EXPECT_EQ(rt.block_on(shoal::with_lock(m, [] { return 12; })), 12);
 }
 
 SHOAL_TEST(RwLockTest, ReadersShareAndAWriterExcludesThem) {

@@ -103,6 +103,12 @@ class Runtime {
     return h.promise().take();
   }
 
+  /// The same for a Task-like awaitable (e.g. `with_lock(m, body)`).
+  template <detail::TaskLike A>
+  auto block_on(A call) {
+    return block_on(typename A::task_type(std::move(call)));
+  }
+
   /// Cancels every root task running on this runtime: every descendant
   /// unwinds at its next checkpoint and `block_on` rethrows Cancelled.
   void cancel() noexcept;
@@ -125,6 +131,11 @@ template <class T>
 T run(Task<T> task, RuntimeOptions options = {}) {
   Runtime rt(std::move(options));
   return rt.block_on(std::move(task));
+}
+
+template <detail::TaskLike A>
+auto run(A call, RuntimeOptions options = {}) {
+  return run(typename A::task_type(std::move(call)), std::move(options));
 }
 
 }  // namespace shoal

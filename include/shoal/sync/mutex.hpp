@@ -18,7 +18,8 @@ struct SyncAccess;
 }
 
 /// name: how errors and the fail-closed destructor refer to it.
-std::string sync_object_name(const char* kind, const std::string& name, const void* self);
+/// `self` is an address (an integer: the object is still being built).
+std::string sync_object_name(const char* kind, const std::string& name, std::uintptr_t self);
 
 /// An async mutex for tasks, usable from plain threads through
 /// shoal::blocking. Waiting suspends the task, never the worker thread, and
@@ -29,7 +30,8 @@ std::string sync_object_name(const char* kind, const std::string& name, const vo
 /// or waited for aborts with a message naming it.
 class Mutex {
  public:
-  explicit Mutex(std::string name = {}) : core_(1, sync_object_name("Mutex", name, this)), name_(std::move(name)) {}
+  explicit Mutex(std::string name = {})
+      : core_(1, sync_object_name("Mutex", name, reinterpret_cast<std::uintptr_t>(this))), name_(std::move(name)) {}
   Mutex(const Mutex&) = delete;
   Mutex& operator=(const Mutex&) = delete;
   const std::string& name() const noexcept { return name_; }
@@ -50,7 +52,7 @@ class RwLock {
  public:
   static constexpr std::uint32_t kMaxReaders = 1u << 30;
   explicit RwLock(std::string name = {})
-      : core_(kMaxReaders, sync_object_name("RwLock", name, this)), name_(std::move(name)) {}
+      : core_(kMaxReaders, sync_object_name("RwLock", name, reinterpret_cast<std::uintptr_t>(this))), name_(std::move(name)) {}
   RwLock(const RwLock&) = delete;
   RwLock& operator=(const RwLock&) = delete;
   const std::string& name() const noexcept { return name_; }

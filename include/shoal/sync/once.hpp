@@ -37,7 +37,7 @@ class Once {
   static_assert(!std::is_reference_v<T> && !std::is_void_v<T>, "shoal::Once<T>: T must be a value type");
 
  public:
-  explicit Once(std::string name = {}) : core_(sync_object_name("Once", name, this)) {}
+  explicit Once(std::string name = {}) : core_(sync_object_name("Once", name, reinterpret_cast<std::uintptr_t>(this))) {}
   Once(const Once&) = delete;
   Once& operator=(const Once&) = delete;
 
@@ -127,13 +127,19 @@ class [[nodiscard]] OnceCall {
   bool await_ready() const noexcept { return false; }
   template <class P>
   std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
-    const Fiber* f = fiber_of(h);
-    if (f != nullptr && !f->cancelled() && once_.core_.state() == OnceCore::done) return h;
+    Fiber* f = fiber_of(h);
+    if (f != nullptr && !f->cancelled() && once_.core_.state() == OnceCore::done) {
+      if (!consume_budget(f)) return h;
+      fiber_ = f;  // a schedule point once per budget, like every awaitable
+      yield_from(f, h, this);
+      return std::noop_coroutine();
+    }
     slow_ = once_do_task(once_, std::move(init_));
     return std::move(slow_).operator co_await().await_suspend(h);
   }
   const T& await_resume() {
     if (slow_) return std::move(slow_).operator co_await().await_resume();
+    if (fiber_ != nullptr && fiber_->cancelled()) throw Cancelled{};  // cancelled while it yielded
     return *once_.value_;
   }
 
@@ -141,6 +147,7 @@ class [[nodiscard]] OnceCall {
   Once<T>& once_;
   F init_;
   task_type slow_;
+  Fiber* fiber_ = nullptr;  // set when it yielded
 };
 }  // namespace detail
 

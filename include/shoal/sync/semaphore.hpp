@@ -17,7 +17,7 @@ namespace shoal {
 class Semaphore {
  public:
   explicit Semaphore(std::uint32_t permits, std::string name = {})
-      : core_(permits, sync_object_name("Semaphore", name, this)), name_(std::move(name)) {}
+      : core_(permits, sync_object_name("Semaphore", name, reinterpret_cast<std::uintptr_t>(this))), name_(std::move(name)) {}
   Semaphore(const Semaphore&) = delete;
   Semaphore& operator=(const Semaphore&) = delete;
   std::uint32_t permits() const noexcept { return core_.permits(); }

@@ -36,12 +36,19 @@ class [[nodiscard]] SyncResult {
     check();
     return std::get<0>(v_);
   }
+  const T& value() const& {
+    check();
+    return std::get<0>(v_);
+  }
   T&& value() && {
     check();
     return std::get<0>(std::move(v_));
   }
   T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }
   T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
   /// Meaningful only without a value.
   SyncError::Code error() const noexcept { return std::get<1>(v_); }
 
