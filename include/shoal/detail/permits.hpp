@@ -150,7 +150,7 @@ class PermitCore {
   // notified under it).
   PermitWaiter* dispatch_locked() noexcept;
   static void wake(PermitWaiter* list) noexcept;
-  void kick() noexcept;  // dispatch after a waiter left the queue
+  void kick() noexcept;  // dispatch: after a release that saw kWaiters, or a waiter that left
 
   shim::atomic<std::uint64_t> state_;
 

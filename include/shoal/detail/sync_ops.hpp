@@ -104,6 +104,19 @@ Task<body_value_t<F>> locked(LockSpec l, F body, const char* call) {
   }
 }
 
+/// Runs a plain body holding permits already taken; its value as a SyncResult
+/// (the try and timed forms, for tasks and threads).
+template <class F>
+SyncResult<std::invoke_result_t<F&>> run_plain_held(LockSpec l, std::uintptr_t me, F& body) {
+  Held held(l, me);
+  if constexpr (std::is_void_v<std::invoke_result_t<F&>>) {
+    std::invoke(body);
+    return SyncResult<void>(std::in_place);
+  } else {
+    return SyncResult<std::invoke_result_t<F&>>(std::in_place, std::invoke(body));
+  }
+}
+
 enum class CallMode : std::uint8_t { wait, try_once };
 
 /// with_lock and friends for a plain-callable body, as an awaitable rather
@@ -165,13 +178,7 @@ class [[nodiscard]] LockCall {
       return std::invoke(body_);
     } else {
       if (!l_.core->try_acquire(l_.n)) return SyncError::Code::busy;
-      Held held(l_, me_);
-      if constexpr (std::is_void_v<body_type>) {
-        std::invoke(body_);
-        return SyncResult<void>(std::in_place);
-      } else {
-        return SyncResult<body_type>(std::in_place, std::invoke(body_));
-      }
+      return run_plain_held(l_, me_, body_);
     }
   }
 
@@ -266,22 +273,11 @@ std::invoke_result_t<F&> blocking_locked(LockSpec l, F& body, const char* call) 
 }
 
 template <class F>
-SyncResult<std::invoke_result_t<F&>> blocking_run_held(LockSpec l, std::uintptr_t me, F& body) {
-  Held held(l, me);
-  if constexpr (std::is_void_v<std::invoke_result_t<F&>>) {
-    std::invoke(body);
-    return SyncResult<void>(std::in_place);
-  } else {
-    return SyncResult<std::invoke_result_t<F&>>(std::in_place, std::invoke(body));
-  }
-}
-
-template <class F>
 SyncResult<std::invoke_result_t<F&>> blocking_try_locked(LockSpec l, F& body, const char* call) {
   check_blocking_body<F>();
   require_blocking_allowed(call);
   if (!l.core->try_acquire(l.n)) return SyncError::Code::busy;
-  return blocking_run_held(l, thread_holder_id(), body);
+  return run_plain_held(l, thread_holder_id(), body);
 }
 
 template <class F>
@@ -293,7 +289,7 @@ SyncResult<std::invoke_result_t<F&>> blocking_timed_locked(LockSpec l, std::chro
   check_self_deadlock(l, me, call);
   const auto deadline = std::chrono::steady_clock::now() + limit;
   if (!l.core->acquire_blocking(l.n, &deadline)) return SyncError::Code::timed_out;
-  return blocking_run_held(l, me, body);
+  return run_plain_held(l, me, body);
 }
 
 }  // namespace shoal::detail
