@@ -2,6 +2,7 @@
 // cancel fan-out of 10k children must not add 10k extra throws.
 #include <cxxabi.h>
 
+#include <stdexcept>
 #include <string>
 #include <typeinfo>
 
@@ -31,6 +32,11 @@ bool is_cancelled_exception(const std::exception_ptr& e) noexcept {
     return false;
   }
 #endif
+}
+
+void throw_invalid_task_await(bool moved_from) {
+  throw std::logic_error(moved_from ? "shoal::Task: awaited after being moved from (it holds no coroutine)"
+                                    : "shoal::Task: awaited a second time (its coroutine already finished)");
 }
 
 std::string what_of(const std::exception_ptr& e) noexcept {

@@ -117,4 +117,35 @@ TEST(Task, AllocationFailureIsReportedAsBadAlloc) {
   EXPECT_EQ(frames.live(), 0);
 }
 
+// Regression (issue 14.4): both were a silent SIGSEGV (a null or finished
+// coroutine resumed), in release builds too.
+TEST(Task, AwaitingAMovedFromTaskThrowsALogicErrorNamingIt) {
+  std::string what;
+  shoal::run([&]() -> Task<void> {
+    Task<int> a = answer();
+    Task<int> b = std::move(a);
+    EXPECT_EQ(co_await std::move(b), 42);
+    try {
+      (void)co_await std::move(a);
+    } catch (const std::logic_error& e) {
+      what = e.what();
+    }
+  }());
+  EXPECT_NE(what.find("moved from"), std::string::npos) << what;
+}
+
+TEST(Task, AwaitingATaskTwiceThrowsALogicErrorNamingIt) {
+  std::string what;
+  shoal::run([&]() -> Task<void> {
+    Task<int> t = answer();
+    EXPECT_EQ(co_await std::move(t), 42);
+    try {
+      (void)co_await std::move(t);
+    } catch (const std::logic_error& e) {
+      what = e.what();
+    }
+  }());
+  EXPECT_NE(what.find("second time"), std::string::npos) << what;
+}
+
 }  // namespace

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -153,8 +154,15 @@ class [[nodiscard]] LockCall {
         return h;
       }
       if (try_fast_acquire(f, l_)) return h;
-      slow_ = acquire_permits(*l_.core, l_.n);  // checks cancellation, yields, queues
-      return std::move(slow_).operator co_await().await_suspend(h);
+      // The slow path's frame: out of memory is the task's std::bad_alloc,
+      // never std::terminate from this noexcept function.
+      try {
+        slow_ = acquire_permits(*l_.core, l_.n);  // checks cancellation, yields, queues
+      } catch (...) {
+        err_ = Err::no_memory;
+        return h;
+      }
+      return TaskAccess::awaiter(slow_).await_suspend(h);
     } else {
       // Never waits, but is a cancellation point and a schedule point once
       // per budget like every other.
@@ -171,9 +179,10 @@ class [[nodiscard]] LockCall {
   value_type await_resume() {
     if (err_ == Err::no_task) require_task(nullptr, *l_.core, call_);
     if (err_ == Err::self_deadlock) throw_self_deadlock(*l_.core, call_);
+    if (err_ == Err::no_memory) throw std::bad_alloc();
     if (err_ == Err::cancelled || (fiber_ != nullptr && fiber_->cancelled())) throw Cancelled{};
     if constexpr (M == CallMode::wait) {
-      if (slow_) std::move(slow_).operator co_await().await_resume();  // Cancelled, having handed on
+      if (slow_) TaskAccess::awaiter(slow_).await_resume();  // Cancelled, having handed on
       Held held(l_, me_);
       return std::invoke(body_);
     } else {
@@ -183,7 +192,7 @@ class [[nodiscard]] LockCall {
   }
 
  private:
-  enum class Err : std::uint8_t { none, no_task, self_deadlock, cancelled };
+  enum class Err : std::uint8_t { none, no_task, self_deadlock, cancelled, no_memory };
   static task_type as_task(LockCall call) {
     if constexpr (std::is_void_v<value_type>) {
       co_await std::move(call);

@@ -19,6 +19,12 @@ class Task;
 
 namespace detail {
 
+/// Awaiting a Task that holds no frame (moved from) or whose frame already
+/// finished (awaited before): std::logic_error naming the mistake.
+[[noreturn]] void throw_invalid_task_await(bool moved_from);
+
+struct TaskAccess;
+
 /// Ends a coroutine whose fault was already stored in its promise.
 struct ForwardedError {};
 
@@ -152,16 +158,30 @@ class [[nodiscard]] Task {
 
   /// Runs the task to completion on the awaiting fiber; yields its value or
   /// rethrows its fault. The frame is freed when the Task is destroyed.
-  Awaiter operator co_await() && noexcept { return Awaiter{h_}; }
+  /// Throws std::logic_error for a moved-from or already-awaited Task.
+  Awaiter operator co_await() && {
+    if (!h_ || h_.done()) [[unlikely]] detail::throw_invalid_task_await(!h_);
+    return Awaiter{h_};
+  }
 
   /// Gives up ownership of the frame (used by scopes and the runtime).
   Handle release() noexcept { return std::exchange(h_, {}); }
 
  private:
+  friend struct detail::TaskAccess;
   Handle h_;
 };
 
 namespace detail {
+/// For awaitables that run a Task of their own as a slow path and finish it
+/// by hand (await_suspend, later await_resume): the unchecked awaiter.
+struct TaskAccess {
+  template <class T>
+  static typename Task<T>::Awaiter awaiter(Task<T>& t) noexcept {
+    return typename Task<T>::Awaiter{t.h_};
+  }
+};
+
 template <class T>
 Task<T> Promise<T>::get_return_object() noexcept {
   return Task<T>(std::coroutine_handle<Promise<T>>::from_promise(*this));

@@ -135,10 +135,10 @@ class [[nodiscard]] OnceCall {
       return std::noop_coroutine();
     }
     slow_ = once_do_task(once_, std::move(init_));
-    return std::move(slow_).operator co_await().await_suspend(h);
+    return TaskAccess::awaiter(slow_).await_suspend(h);
   }
   const T& await_resume() {
-    if (slow_) return std::move(slow_).operator co_await().await_resume();
+    if (slow_) return TaskAccess::awaiter(slow_).await_resume();
     if (fiber_ != nullptr && fiber_->cancelled()) throw Cancelled{};  // cancelled while it yielded
     return *once_.value_;
   }
