@@ -9,6 +9,14 @@
 // lock is released (the wait protocol in detail/fiber.hpp forbids disarming
 // under a lock that cancel_wait takes).
 //
+// T's move or copy may throw (lock mode only: the ring takes nothrow-movable
+// T). Every section that runs it holds the lock through a Section, which
+// unlocks and wakes on the way out, and each step moves a value only after
+// the step before it succeeded, so a throw leaves every value where it was:
+// the caller's operation fails with the exception and the channel is as it
+// was. The one move on behalf of another party, the refill of a freed slot
+// from a waiting sender during a recv, hands that sender its own exception.
+//
 // Buffered channels (capacity >= 2, nothrow-movable T) keep their values in a
 // lock-free ring (detail/ring.hpp); the lock then guards only the wait lists.
 // A waiter announces itself (n_senders_/n_receivers_, seq_cst) before its
@@ -23,6 +31,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -68,6 +77,7 @@ class Channel {
     bool linked = false;
     bool cancelled = false;
     bool done = false;  // the operation completed (value moved / channel closed)
+    std::exception_ptr error;  // a sender whose value threw when moved on its behalf
 
     bool cancel_wait() noexcept override {
       detail::SpinLock& l = ch->lock_;
@@ -135,7 +145,7 @@ class Channel {
       if (fast != kWouldBlock) return finish_fast(fast == kDone, h, f);
       f->resume = h;
       detail::publish_hook(f, this);
-      const int r = c.register_or_retry(true, this, &value_, nullptr, f);
+      const int r = c.register_or_retry_armed(true, this, &value_, nullptr, f);
       if (r == kSuspended) return true;
       detail::disarm_wait(f, this);
       if (r == kWouldBlock) {
@@ -147,10 +157,12 @@ class Channel {
       }
       return false;
     }
-    /// Throws Cancelled (value not sent) or ChannelClosedError<T> (value returned).
+    /// Throws Cancelled (value not sent), ChannelClosedError<T> (value
+    /// returned), or what T's move threw when the channel took the value.
     void await_resume() {
       if (closed_) throw ChannelClosedError<T>(std::move(value_));
       if (this->cancelled) throw Cancelled{};
+      if (this->error) std::rethrow_exception(this->error);
       if (!this->done) throw ChannelClosedError<T>(std::move(value_));  // woken by close()
     }
 
@@ -192,7 +204,7 @@ class Channel {
       }
       f->resume = h;
       detail::publish_hook(f, this);
-      const int r = c.register_or_retry(false, this, nullptr, &slot_, f);
+      const int r = c.register_or_retry_armed(false, this, nullptr, &slot_, f);
       if (r == kSuspended) return true;
       detail::disarm_wait(f, this);
       if (r == kWouldBlock) {
@@ -204,6 +216,8 @@ class Channel {
     }
     /// The next value, or nullopt once the channel is closed and drained.
     /// A value handed over wins over a cancellation that came at the same time.
+    /// (Returning it moves it once more; if that move throws, the value,
+    /// already out of the channel, is destroyed, as with any by-value return.)
     std::optional<T> await_resume() {
       if (slot_) return std::move(slot_);
       if (this->cancelled) throw Cancelled{};
@@ -246,21 +260,18 @@ class Channel {
   /// Waiting senders fail with ChannelClosedError (their value returned).
   void close() noexcept {
     if (ring_) ring_->close();  // sends fail from here on; buffered values stay
-    WakeList woken;
-    lock_.lock();
+    Section sec(*this);
     closed_ = true;
     while (Waiter* w = receivers_.head) {
       unlink(w);
       if (ring_) ring_->try_pop(receiver_slot(w));  // a value a sender was still writing
       w->done = true;
-      woken.push(w);
+      sec.woken.push(w);
     }
     while (Waiter* w = senders_.head) {
       unlink(w);  // not done: the sender still holds its value
-      woken.push(w);
+      sec.woken.push(w);
     }
-    lock_.unlock();
-    wake_all(woken);
   }
 
   bool is_closed() const noexcept {
@@ -281,10 +292,10 @@ class Channel {
     if (r == kWouldBlock) r = register_or_retry(true, &w, &w.value, nullptr, nullptr);
     if (r == kSuspended) {
       w.wake.wait();
-      lock_.lock();  // pairs with the waker's unlock: see the outcome
+      Section sec(*this);  // pairs with the waker's unlock: see the outcome
       r = w.done ? kDone : kClosed;
-      lock_.unlock();
     }
+    if (w.error) std::rethrow_exception(w.error);
     if (r == kClosed) throw ChannelClosedError<T>(std::move(w.value));
   }
 
@@ -292,15 +303,15 @@ class Channel {
   /// once closed and drained. std::logic_error on a runtime worker.
   std::optional<T> recv_blocking() {
     check_not_worker("recv_blocking");
-    ThreadRecv w(this);
-    int r = recv_now(w.slot);
-    if (r == kWouldBlock) r = register_or_retry(false, &w, nullptr, &w.slot, nullptr);
+    std::optional<T> out;  // the waiter fills the caller's result: no move after the hand-off
+    ThreadRecv w(this, out);
+    int r = recv_now(out);
+    if (r == kWouldBlock) r = register_or_retry(false, &w, nullptr, &out, nullptr);
     if (r == kSuspended) {
       w.wake.wait();
-      lock_.lock();
-      lock_.unlock();
+      Section sec(*this);  // pairs with the waker's unlock: see the value
     }
-    return std::move(w.slot);
+    return out;
   }
 
  private:
@@ -314,12 +325,8 @@ class Channel {
       if (r == kDone) settle(true);
       return r;
     }
-    WakeList woken;
-    lock_.lock();
-    const int r = try_send_locked(v, woken);
-    lock_.unlock();
-    wake_all(woken);
-    return r;
+    Section sec(*this);
+    return try_send_locked(v, sec.woken);
   }
   int recv_now(std::optional<T>& out) {
     if (ring_) {
@@ -327,42 +334,49 @@ class Channel {
       if (r == kDone) settle(false);
       return r;
     }
-    WakeList woken;
-    lock_.lock();
-    const int r = try_recv_locked(out, woken);
-    lock_.unlock();
-    wake_all(woken);
-    return r;
+    Section sec(*this);
+    return try_recv_locked(out, sec.woken);
   }
 
   // The waiting half (for a task: after publishing its hook). Under the lock:
   // announce, retry, and either register (kSuspended) or report the retry's
   // result; kWouldBlock then means "cancelled". `f` is null for a thread.
+  // Throws what T's move throws (lock mode), with w not linked.
   int register_or_retry(bool send, Waiter* w, T* v, std::optional<T>* out, detail::Fiber* f) {
-    shim_counter& waiting = send ? n_senders_ : n_receivers_;
-    WakeList woken;
-    lock_.lock();
     if (ring_) {
-      waiting.fetch_add(1, std::memory_order_seq_cst);
-      SHOAL_FENCE_SEQ_CST();  // announce, then retry: pairs with settle()'s fence
+      const int r = ring_register_or_retry(send, w, v, out, f);
+      if (r == kDone) settle(send);
+      return r;
     }
-    int r;
-    if (ring_) {
-      r = send ? ring_->try_push(*v) : ring_->try_pop(*out);
-    } else {
-      r = send ? try_send_locked(*v, woken) : try_recv_locked(*out, woken);
-    }
+    Section sec(*this);
+    const int r = send ? try_send_locked(*v, sec.woken) : try_recv_locked(*out, sec.woken);
     if (r == kWouldBlock && (f == nullptr || !f->cancelled())) {
-      link(send ? senders_ : receivers_, w);  // keeps the announcement
-      lock_.unlock();
-      wake_all(woken);
+      link(send ? senders_ : receivers_, w);
       return kSuspended;
     }
-    if (ring_) waiting.fetch_sub(1, std::memory_order_seq_cst);
-    lock_.unlock();
-    wake_all(woken);
-    if (ring_ && r == kDone) settle(send);
     return r;
+  }
+  int ring_register_or_retry(bool send, Waiter* w, T* v, std::optional<T>* out, detail::Fiber* f) noexcept {
+    shim_counter& waiting = send ? n_senders_ : n_receivers_;
+    Section sec(*this);
+    waiting.fetch_add(1, std::memory_order_seq_cst);
+    SHOAL_FENCE_SEQ_CST();  // announce, then retry: pairs with settle()'s fence
+    const int r = send ? ring_->try_push(*v) : ring_->try_pop(*out);
+    if (r == kWouldBlock && (f == nullptr || !f->cancelled())) {
+      link(send ? senders_ : receivers_, w);  // keeps the announcement
+      return kSuspended;
+    }
+    waiting.fetch_sub(1, std::memory_order_seq_cst);
+    return r;
+  }
+  // For a task that published its hook: a throw disarms it on the way out.
+  int register_or_retry_armed(bool send, Waiter* w, T* v, std::optional<T>* out, detail::Fiber* f) {
+    try {
+      return register_or_retry(send, w, v, out, f);
+    } catch (...) {
+      detail::disarm_wait(f, w);
+      throw;
+    }
   }
 
   // Ring mode, after an operation completed: while a waiter of the other
@@ -380,37 +394,31 @@ class Channel {
   // total order one of the two sees the other.
   bool handoff_to_receiver() noexcept {
     if (n_receivers_.load(std::memory_order_seq_cst) == 0) return false;
-    WakeList woken;
     bool moved = false;
-    lock_.lock();
+    Section sec(*this);
     if (Waiter* w = receivers_.head) {
       const int r = ring_->try_pop(receiver_slot(w));
       if (r != kWouldBlock) {  // a value, or closed and drained
         unlink(w);
         w->done = true;
-        woken.push(w);
+        sec.woken.push(w);
         moved = (r == kDone);
       }
     }
-    lock_.unlock();
-    wake_all(woken);
     return moved;
   }
   bool handoff_from_sender() noexcept {
     if (n_senders_.load(std::memory_order_seq_cst) == 0) return false;
-    WakeList woken;
     bool moved = false;
-    lock_.lock();
+    Section sec(*this);
     if (Waiter* w = senders_.head) {
       if (ring_->try_push(sender_value(w)) == kDone) {
         unlink(w);
         w->done = true;
-        woken.push(w);
+        sec.woken.push(w);
         moved = true;
       }
     }
-    lock_.unlock();
-    wake_all(woken);
     return moved;
   }
 
@@ -423,11 +431,11 @@ class Channel {
     detail::ThreadWake wake;
   };
   struct ThreadRecv : Waiter {
-    explicit ThreadRecv(Channel* c) {
+    ThreadRecv(Channel* c, std::optional<T>& out) : slot(&out) {
       this->ch = c;
       this->thread = &wake;
     }
-    std::optional<T> slot;
+    std::optional<T>* slot;
     detail::ThreadWake wake;
   };
 
@@ -438,6 +446,23 @@ class Channel {
       w->next = head;
       head = w;
     }
+  };
+
+  // The lock held for one step: released on every way out (a throwing move
+  // of T included), then whoever the step completed is woken.
+  class Section {
+   public:
+    explicit Section(Channel& c) noexcept : c_(c) { c_.lock_.lock(); }
+    ~Section() {
+      c_.lock_.unlock();
+      c_.wake_all(woken);
+    }
+    Section(const Section&) = delete;
+    Section& operator=(const Section&) = delete;
+    WakeList woken;
+
+   private:
+    Channel& c_;
   };
 
   static void check_not_worker(const char* what) {
@@ -498,7 +523,7 @@ class Channel {
   }
   static std::optional<T>& receiver_slot(Waiter* w) noexcept {
     if (w->fiber != nullptr) return static_cast<RecvAwaiter*>(w)->slot_;
-    return static_cast<ThreadRecv*>(w)->slot;
+    return *static_cast<ThreadRecv*>(w)->slot;
   }
 
   // Index of the slot `n` places after head_ (no division on the hot path).
@@ -531,10 +556,14 @@ class Channel {
       if (++head_ == capacity_) head_ = 0;
       --count_;
       if (Waiter* s = senders_.head) {  // refill from the longest-waiting sender
-        buffer_[slot_after(count_)].emplace(std::move(sender_value(s)));
-        ++count_;
         unlink(s);
-        s->done = true;
+        try {
+          buffer_[slot_after(count_)].emplace(std::move(sender_value(s)));
+          ++count_;
+          s->done = true;
+        } catch (...) {
+          s->error = std::current_exception();  // the sender's send throws it; our value is ours
+        }
         woken.push(s);
       }
       return kDone;
