@@ -67,17 +67,14 @@ bool BlockingPool::submit(BlockingJob* job, const Fiber* unless) noexcept {
   {
     shim::lock_guard<shim::mutex> g(mu_);
     if (unless != nullptr && unless->cancelled()) return false;
-    job->next = nullptr;
-    if (tail_ != nullptr) {
-      tail_->next = job;
-    } else {
-      head_ = job;
-    }
-    tail_ = job;
-    if (idle_ == 0 && threads_ < max_threads_) {
+    queue_.push_back(job);
+    if (idle_ > 0) {  // claim an idle thread: the next submit must not count it again
+      --idle_;
+      ++notified_;
+    } else if (threads_ < max_threads_) {
       ++threads_;
       start_thread = true;
-    }
+    }  // else: at the cap, the job waits for a busy thread
   }
   if (start_thread) {
     try {
@@ -97,18 +94,9 @@ bool BlockingPool::submit(BlockingJob* job, const Fiber* unless) noexcept {
 
 bool BlockingPool::remove(BlockingJob* job) noexcept {
   shim::lock_guard<shim::mutex> g(mu_);
-  BlockingJob* prev = nullptr;
-  for (BlockingJob* j = head_; j != nullptr; prev = j, j = j->next) {
-    if (j != job) continue;
-    if (prev != nullptr) {
-      prev->next = j->next;
-    } else {
-      head_ = j->next;
-    }
-    if (tail_ == j) tail_ = prev;
-    return true;
-  }
-  return false;
+  if (!job->is_linked()) return false;  // running or done
+  queue_.remove(job);
+  return true;
 }
 
 std::size_t BlockingPool::threads() const noexcept {
@@ -116,19 +104,33 @@ std::size_t BlockingPool::threads() const noexcept {
   return threads_;
 }
 
+// A thread runs jobs while there are any, then waits as an idle thread until
+// a submit claims it (notified_), the pool shuts down, or keep_alive passes.
+// Spurious wake-ups and jobs taken by busy threads meanwhile are harmless: a
+// claim is a count, consumed by whichever idle thread wakes first.
+bool BlockingPool::wait_for_claim(shim::unique_lock<shim::mutex>& g) noexcept {
+  ++idle_;
+  for (;;) {
+    const bool timed_out = cv_.wait_for(g, keep_alive_) == std::cv_status::timeout;
+    if (notified_ > 0) {
+      --notified_;  // the submit already took us off idle_
+      return true;
+    }
+    if (shutdown_ || timed_out) {
+      --idle_;
+      return false;
+    }
+  }
+}
+
 void BlockingPool::thread_main() noexcept {
   shim::unique_lock<shim::mutex> g(mu_);
   for (;;) {
-    while (head_ == nullptr && !shutdown_) {
-      ++idle_;
-      const bool woke = cv_.wait_for(g, keep_alive_, [this] { return head_ != nullptr || shutdown_; });
-      --idle_;
-      if (!woke) break;
+    BlockingJob* job = queue_.pop_front();
+    if (job == nullptr) {
+      if (shutdown_ || !wait_for_claim(g)) break;
+      continue;
     }
-    if (head_ == nullptr) break;  // idle too long, or shutting down
-    BlockingJob* job = head_;
-    head_ = job->next;
-    if (head_ == nullptr) tail_ = nullptr;
     g.unlock();
     tls_job = job;
     job->run();

@@ -1,10 +1,13 @@
-// The elastic blocking pool: threads are started on demand (no idle thread
-// free) up to a cap, and leave after 10 s idle.
+// The elastic blocking pool: threads are started on demand up to a cap, and
+// leave after 10 s idle. Every queued job has a thread on its way: a submit
+// either claims an idle thread that nobody has claimed yet (and wakes it) or
+// starts one, so k jobs behind i idle threads start k - i threads at once.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 
+#include "shoal/detail/intrusive_list.hpp"
 #include "shoal/detail/sync_shim.hpp"
 #include "shoal/runtime/spawn_blocking.hpp"
 
@@ -20,22 +23,23 @@ class BlockingPool {
   ~BlockingPool();
 
   bool submit(BlockingJob* job, const Fiber* unless_cancelled) noexcept;
-  /// Takes `job` off the queue if it has not started.
+  /// Takes `job` off the queue if it has not started. O(1).
   bool remove(BlockingJob* job) noexcept;
   std::size_t threads() const noexcept;
 
  private:
   void thread_main() noexcept;
+  bool wait_for_claim(shim::unique_lock<shim::mutex>& g) noexcept;
 
   const std::size_t max_threads_;
   const std::chrono::milliseconds keep_alive_;
   mutable shim::mutex mu_;
   shim::condition_variable cv_;       // jobs or shutdown
   shim::condition_variable exit_cv_;  // a thread left
-  BlockingJob* head_ = nullptr;
-  BlockingJob* tail_ = nullptr;
+  IntrusiveList<BlockingJob> queue_;  // guarded by mu_
   std::size_t threads_ = 0;
-  std::size_t idle_ = 0;
+  std::size_t idle_ = 0;      // waiting for work and not claimed by a submit
+  std::size_t notified_ = 0;  // wake-ups owed to idle threads a submit claimed
   bool shutdown_ = false;
 };
 

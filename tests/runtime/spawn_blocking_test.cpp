@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
@@ -148,6 +150,47 @@ TEST(WaitReadable, IsRejectedOnAWorker) {
     co_return false;
   }());
   EXPECT_TRUE(rejected);
+}
+
+}  // namespace
+
+namespace {
+
+// Regression (issue 14.3): k submits behind i idle pool threads used to
+// start a thread only while none was idle, so a burst behind one idle thread
+// ran one job at a time, and jobs that wait on each other deadlocked.
+// Each round: a fresh runtime, one finished call (one idle thread), then 40
+// calls that each wait until all 40 are running.
+TEST(BlockingPool, ABurstBehindAnIdleThreadRunsAllAtOnce) {
+  shoal::test::Watchdog dog(std::chrono::seconds(240), "BlockingPool burst");
+  constexpr int kCalls = 40;
+  const long rounds = shoal::test::scaled(100, 20);
+  for (long round = 0; round < rounds; ++round) {
+    std::mutex mu;
+    std::condition_variable cv;
+    int arrived = 0;
+    std::atomic<int> met{0};
+    bool gave_up = false;  // one timed-out call fails the round: the rest do not wait
+    auto meet = [&] {
+      std::unique_lock<std::mutex> g(mu);
+      if (++arrived == kCalls) cv.notify_all();
+      if (cv.wait_for(g, 5s, [&] { return arrived == kCalls || gave_up; }) && !gave_up) {
+        met.fetch_add(1);
+      } else {
+        gave_up = true;
+        cv.notify_all();
+      }
+    };
+    shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
+                 co_await shoal::spawn_blocking([] { return 0; });  // leaves one idle thread
+                 for (int i = 0; i < kCalls; ++i) {
+                   s.spawn([&]() -> Task<void> { co_await shoal::spawn_blocking(meet); });
+                 }
+               }),
+               shoal::RuntimeOptions::with_workers(2));
+    ASSERT_EQ(met.load(), kCalls) << "round " << round << ": only " << arrived
+                                  << " calls were running together (the burst was serialized)";
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "shoal/detail/fiber.hpp"
+#include "shoal/detail/intrusive_list.hpp"
 #include "shoal/detail/sync_shim.hpp"
 #include "shoal/runtime/errors.hpp"
 #include "shoal/runtime/task.hpp"
@@ -21,9 +22,8 @@ namespace shoal {
 namespace detail {
 
 /// A job for the blocking pool. Lives in the awaiting coroutine's frame.
-class BlockingJob : public WaitHook {
+class BlockingJob : public WaitHook, public ListHook<> {
  public:
-  BlockingJob* next = nullptr;  // pool queue link
   Fiber* waiter = nullptr;
 
   /// Runs on a pool thread.
