@@ -116,10 +116,14 @@ bool io_wait_suspend(IoWaiter& w, Fiber* f, std::coroutine_handle<> h) noexcept 
   w.next = s->waiters;
   if (s->waiters != nullptr) s->waiters->prev = &w;
   s->waiters = &w;
+  // Read all that is needed first: once unlocked, an event may wake the
+  // task, which may close the stream, and the driver may free s.
   const std::uint32_t interest = w.interest;
+  IoCore* core = s->core;
+  const int fd = s->fd;
   s->lock.unlock();
-  // Nothing may touch w from here on; s lives as long as its owner.
-  if (s->core->rearm) s->core->sched->io_rearm(s, interest);
+  // Nothing may touch w or s from here on.
+  if (core->rearm) core->sched->io_rearm(fd, interest, s);
   return true;
 }
 
@@ -153,12 +157,13 @@ void Scheduler::io_add(IoSource* s) {
   io_core_->live.fetch_add(1, std::memory_order_relaxed);
 }
 
-void Scheduler::io_rearm(IoSource* s, std::uint32_t interest) noexcept {
+void Scheduler::io_rearm(int fd, std::uint32_t interest, const IoSource* token) noexcept {
   std::uint32_t want = 0;
   if ((interest & IoSource::kReadable) != 0) want |= io::readable;
   if ((interest & IoSource::kWritable) != 0) want |= io::writable;
   try {
-    backend_->rearm(s->fd, want, s);
+    // `token` may be freed (or reused) by now: the backend only compares it.
+    backend_->rearm(fd, want, const_cast<IoSource*>(token));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shoal: I/O backend rearm failed: %s\n", e.what());
   }

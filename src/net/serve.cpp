@@ -1,6 +1,7 @@
 // serve's default handler-fault report.
 #include "shoal/net/serve.hpp"
 
+#include <cstdio>
 #include <system_error>
 
 namespace shoal::detail {
@@ -14,7 +15,13 @@ void report_handler_fault(const net::ServeOptions& o, std::exception_ptr e, cons
     }
     return;
   }
-  std::fprintf(stderr, "shoal::net::serve: handler for %s failed: %s\n", peer.to_string().c_str(), what_of(e).c_str());
+  char prefix[192];
+  try {
+    std::snprintf(prefix, sizeof prefix, "shoal::net::serve: handler for %s failed: ", peer.to_string().c_str());
+  } catch (...) {  // out of memory for the address text: report without it
+    std::snprintf(prefix, sizeof prefix, "shoal::net::serve: a handler failed: ");
+  }
+  print_fault(prefix, e);
 }
 
 bool is_disconnect(const std::exception_ptr& e) noexcept {

@@ -36,8 +36,7 @@ struct YieldIfOutOfBudget {
   detail::Fiber* f = detail::current_fiber();
   bool await_ready() const noexcept { return f == nullptr || !detail::consume_budget(f); }
   bool await_suspend(std::coroutine_handle<> h) noexcept {
-    f->resume = h;
-    detail::schedule_yield(f);
+    detail::yield_from(f, h, this);  // not schedule_yield: see yield_from (llvm#56301)
     return true;
   }
   void await_resume() const noexcept {}
@@ -282,8 +281,12 @@ Task<Stream> Listener::accept() {
       // backlog. Back off (a checkpoint) instead of spinning on readiness.
       if (!warned_) {
         warned_ = true;
-        std::fprintf(stderr, "shoal: accept on %s: %s; backing off until resources free up\n",
-                     local_address().to_string().c_str(), std::generic_category().message(err).c_str());
+        try {
+          std::fprintf(stderr, "shoal: accept on %s: %s; backing off until resources free up\n",
+                       local_address().to_string().c_str(), std::generic_category().message(err).c_str());
+        } catch (...) {  // the text needs memory too: the back-off must not fail for it
+          std::fputs("shoal: accept: out of descriptors or memory; backing off until resources free up\n", stderr);
+        }
       }
       co_await sleep_for(backoff);
       if (backoff < std::chrono::milliseconds(500)) backoff *= 2;

@@ -163,8 +163,12 @@ void Child::release() noexcept {
   if (pid_ > 0 && !status_) {
     ::kill(pid_, SIGKILL);
     if (::waitpid(pid_, nullptr, WNOHANG) == 0) {
-      std::lock_guard<std::mutex> g(g_orphans_mu);
-      g_orphans.push_back(pid_);
+      try {
+        std::lock_guard<std::mutex> g(g_orphans_mu);
+        g_orphans.push_back(pid_);
+      } catch (...) {  // no memory to remember it: reap now (SIGKILL makes this short)
+        ::waitpid(pid_, nullptr, 0);
+      }
     }
   }
   if (pidfd_ >= 0) ::close(pidfd_);

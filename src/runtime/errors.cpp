@@ -3,6 +3,7 @@
 #include <cxxabi.h>
 
 #include <stdexcept>
+#include <cstdio>
 #include <string>
 #include <typeinfo>
 
@@ -39,7 +40,19 @@ void throw_invalid_task_await(bool moved_from) {
                                     : "shoal::Task: awaited a second time (its coroutine already finished)");
 }
 
-std::string what_of(const std::exception_ptr& e) noexcept {
+void print_fault(const char* prefix, const std::exception_ptr& e) noexcept {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "%s%s\n", prefix, ex.what());
+  } catch (const Cancelled& c) {
+    std::fprintf(stderr, "%s%s\n", prefix, c.what());
+  } catch (...) {
+    std::fprintf(stderr, "%s(not a std::exception)\n", prefix);
+  }
+}
+
+std::string what_of(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
   } catch (const std::exception& ex) {

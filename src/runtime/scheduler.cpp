@@ -87,26 +87,38 @@ Scheduler::Scheduler(RuntimeOptions options)
   }
   io_core_->sched = this;
   io_core_->rearm = backend_->needs_rearm();
-  workers_.reserve(options_.workers);
-  for (std::size_t i = 0; i < options_.workers; ++i) {
-    auto w = std::make_unique<Worker>();
-    w->sched = this;
-    w->index = i;
-    w->rng.seed(static_cast<unsigned>(i * 7919 + 17));
-    workers_.push_back(std::move(w));
+  try {
+    workers_.reserve(options_.workers);
+    for (std::size_t i = 0; i < options_.workers; ++i) {
+      auto w = std::make_unique<Worker>();
+      w->sched = this;
+      w->index = i;
+      w->rng.seed(static_cast<unsigned>(i * 7919 + 17));
+      workers_.push_back(std::move(w));
+    }
+    for (auto& w : workers_) {
+      Worker* wp = w.get();
+      wp->thread = std::thread([this, wp] {
+        if (deterministic_) {
+          deterministic_main(*wp);
+        } else {
+          worker_main(*wp);
+        }
+      });
+    }
+    shim::lock_guard<shim::mutex> g(g_registry_mu);
+    g_registry.push_back(this);
+  } catch (...) {
+    // Out of threads or memory (a PID limit, a huge SHOAL_THREADS): stop and
+    // join the workers already running before the members they use go.
+    shutdown_.store(true, std::memory_order_seq_cst);
+    for (auto& w : workers_) w->parker.unpark(*this);
+    for (auto& w : workers_) {
+      if (w->thread.joinable()) w->thread.join();
+    }
+    delete io_core_;
+    throw;
   }
-  for (auto& w : workers_) {
-    Worker* wp = w.get();
-    wp->thread = std::thread([this, wp] {
-      if (deterministic_) {
-        deterministic_main(*wp);
-      } else {
-        worker_main(*wp);
-      }
-    });
-  }
-  shim::lock_guard<shim::mutex> g(g_registry_mu);
-  g_registry.push_back(this);
 }
 
 Scheduler::~Scheduler() {
@@ -262,7 +274,7 @@ void Scheduler::inject(Fiber* f) noexcept {
   if (deterministic_) {
     {
       shim::lock_guard<shim::mutex> g(det_mu_);
-      det_ready_.push_back(f);
+      det_push_locked(f);
     }
     workers_[0]->parker.unpark(*this);
     return;
@@ -314,7 +326,7 @@ void Scheduler::schedule_batch(FiberBatch& batch) noexcept {
     shim::lock_guard<shim::mutex> g(det_mu_);
     for (Fiber* f = batch.head; f != nullptr;) {
       Fiber* next = f->next;
-      det_ready_.push_back(f);
+      det_push_locked(f);
       f = next;
     }
     batch = FiberBatch{};
@@ -458,6 +470,14 @@ void Scheduler::worker_main(Worker& w) noexcept {
   tls_worker = nullptr;
 }
 
+void Scheduler::det_push_locked(Fiber* f) noexcept {
+  try {
+    det_ready_.push_back(f);
+  } catch (...) {  // no memory to grow the ready list: it waits in an intrusive one
+    det_overflow_.push(f);
+  }
+}
+
 void Scheduler::deterministic_main(Worker& w) noexcept {
   tls_worker = &w;
   for (;;) {
@@ -469,6 +489,10 @@ void Scheduler::deterministic_main(Worker& w) noexcept {
         f = det_ready_[i];
         det_ready_[i] = det_ready_.back();
         det_ready_.pop_back();
+      } else if (Fiber* o = det_overflow_.head) {
+        det_overflow_.head = o->next;
+        if (det_overflow_.head == nullptr) det_overflow_ = FiberBatch{};
+        f = o;
       }
     }
     if (f != nullptr) {
@@ -511,7 +535,7 @@ void Scheduler::report_suppressed(const std::exception_ptr& e) noexcept {
     }
     return;
   }
-  std::fprintf(stderr, "shoal: suppressed fault (its scope already had one): %s\n", what_of(e).c_str());
+  print_fault("shoal: suppressed fault (its scope already had one): ", e);
 }
 
 void Scheduler::dump(std::ostream& out) const {
@@ -616,6 +640,12 @@ void Runtime::start_root(detail::RootOwner& root, detail::PromiseBase& p, std::c
     h.destroy();
     throw std::logic_error("shoal::Runtime::block_on: called from one of the runtime's own workers (would deadlock)");
   }
+  try {
+    sched_->add_root(&root.node);
+  } catch (...) {
+    h.destroy();
+    throw;
+  }
   detail::Fiber& f = p.own_fiber_;
   root.node.attach(nullptr, &f, sched_.get());
   f.sched = sched_.get();
@@ -623,7 +653,6 @@ void Runtime::start_root(detail::RootOwner& root, detail::PromiseBase& p, std::c
   f.node.store(&root.node, std::memory_order_relaxed);
   f.resume = h;
   p.fiber_ = &f;
-  sched_->add_root(&root.node);
   sched_->inject(&f);
 }
 

@@ -84,7 +84,9 @@ class Scheduler {
   IoCore* io_core() noexcept { return io_core_; }
   void io_add(IoSource* s);
   void io_release(IoSource* s) noexcept;
-  void io_rearm(IoSource* s, std::uint32_t interest) noexcept;
+  /// Poll backend: arms `interest` again for `fd` if it is still registered
+  /// with `token` (which is only compared, never followed).
+  void io_rearm(int fd, std::uint32_t interest, const IoSource* token) noexcept;
   /// Driver holder only: frees released sources, hands events to waiters.
   void reclaim_io() noexcept;
   void dispatch_io(const io::Event* events, std::size_t n) noexcept;
@@ -146,6 +148,8 @@ class Scheduler {
   // Deterministic executor: one ready list, picked at random from a seed.
   shim::mutex det_mu_;
   std::vector<Fiber*> det_ready_;
+  FiberBatch det_overflow_;  // ready fibers det_ready_ had no memory for
+  void det_push_locked(Fiber* f) noexcept;
   std::mt19937_64 det_rng_;
 
   mutable shim::mutex roots_mu_;

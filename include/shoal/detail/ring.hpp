@@ -19,6 +19,9 @@ namespace shoal::detail {
 
 template <class T>
 class Ring {
+  // Only for nothrow-movable T (Channel creates one only then): a throw
+  // after a slot is claimed would leave the ring stuck at that slot.
+
  public:
   static constexpr int kDone = 0, kClosed = 1, kWouldBlock = 2;
 

@@ -75,7 +75,11 @@ bool is_cancelled_exception(const std::exception_ptr& e) noexcept;
 bool current_exception_is_cancelled() noexcept;
 void report_suppressed_fault(Scheduler* s, const std::exception_ptr& e) noexcept;
 /// The message of a fault, for one-line reports ("(not a std::exception)" otherwise).
-std::string what_of(const std::exception_ptr& e) noexcept;
+/// Allocates: paths that must not throw use print_fault.
+std::string what_of(const std::exception_ptr& e);
+/// Writes "<prefix><the fault's message>\n" to stderr without allocating, so a
+/// report made while memory runs out cannot itself throw.
+void print_fault(const char* prefix, const std::exception_ptr& e) noexcept;
 
 /// A task waiting on a Scope::start child. The child's `join` word holds a
 /// pointer to it while it waits; whoever swaps that word out owns the wake.
