@@ -67,6 +67,7 @@ void io_deregister(IoSource* s) noexcept {
 }
 
 IoSource* IoSlot::get_slow(int fd, std::uint32_t ready) {
+  SpinWait wait;
   for (;;) {
     std::uintptr_t v = v_.load(std::memory_order_acquire);
     if (v > kRegistering) return reinterpret_cast<IoSource*>(v);
@@ -81,7 +82,7 @@ IoSource* IoSlot::get_slow(int fd, std::uint32_t ready) {
       v_.store(reinterpret_cast<std::uintptr_t>(s), std::memory_order_release);
       return s;
     }
-    std::this_thread::yield();  // the other side is inside io_register: microseconds
+    wait.pause();  // the other side is inside io_register: microseconds
   }
 }
 
@@ -230,12 +231,7 @@ bool Scheduler::poll_io_now() noexcept {
   if (!try_lock_driver()) return false;
   reclaim_io();
   io::Event events[64];
-  std::size_t n = 0;
-  try {
-    n = backend_->wait(std::chrono::nanoseconds(0), events);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "shoal: I/O backend poll failed: %s\n", e.what());
-  }
+  const std::size_t n = backend_wait(std::chrono::nanoseconds(0), events);
   dispatch_io(events, n);  // under the driver: no source in `events` can be reclaimed meanwhile
   unlock_driver();
   return n != 0;

@@ -24,8 +24,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "shoal/detail/test_hooks.hpp"
 #include "shoal/scope/cancel.hpp"
@@ -154,16 +156,31 @@ void Scheduler::drive() noexcept {
   reclaim_io();
   io::Event events[64];
   std::size_t n = 0;
-  if (timeout.count() != 0 || io_core_->live.load(std::memory_order_relaxed) != 0) {
-    try {
-      n = backend_->wait(timeout, events);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "shoal: I/O backend wait failed: %s\n", e.what());
-    }
-  }
+  if (timeout.count() != 0 || io_core_->live.load(std::memory_order_relaxed) != 0) n = backend_wait(timeout, events);
   driver_sleep_until_.store(-1, std::memory_order_seq_cst);
   dispatch_io(events, n);
   fire_timers();
+}
+
+// A backend that cannot wait (epoll_wait failing with EBADF or EINVAL: its
+// fd was closed or replaced under us) will fail the same way on every call;
+// looping on it would spin a core and starve every socket, timer and parked
+// worker silently. Fail closed instead. Out of memory (the poll backend's
+// snapshot) may pass: wait a moment and report no events.
+std::size_t Scheduler::backend_wait(std::chrono::nanoseconds timeout, std::span<io::Event> out) noexcept {
+  try {
+    return backend_->wait(timeout, out);
+  } catch (const std::bad_alloc&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "shoal: the I/O backend (%s) cannot wait for events: %s; the runtime cannot go on\n",
+                 backend_->name(), e.what());
+  } catch (...) {
+    std::fprintf(stderr, "shoal: the I/O backend (%s) cannot wait for events; the runtime cannot go on\n",
+                 backend_->name());
+  }
+  std::abort();
 }
 
 TimerInsert Scheduler::add_timer(TimerEntry* e, const Fiber* unless) noexcept {
@@ -430,6 +447,14 @@ void Scheduler::park(Worker& w) noexcept {
   w.searching = false;
   w.activity.store(2, std::memory_order_relaxed);
   const bool last = idle_.park(w.index, was_searching);
+  // The re-check pairs with a producer's "publish work; seq_cst fence; read
+  // the idle state" (Idle::pick_sleeper_to_wake). The seq_cst RMW in park()
+  // alone does not keep the queues' acquire loads after it (C++ lets a later
+  // load to another location pass it; so do ARMv8.3 RCpc loads), so the
+  // re-check could read the queues from before the RMW while the producer
+  // reads the idle state from before it too: both miss. With a fence on each
+  // side, one of the two sees the other.
+  if (last) SHOAL_FENCE_SEQ_CST();
   if ((last && work_pending()) || shutdown_.load(std::memory_order_seq_cst)) {
     w.searching = idle_.unpark(w.index);
     w.activity.store(0, std::memory_order_relaxed);

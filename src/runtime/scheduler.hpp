@@ -78,6 +78,8 @@ class Scheduler {
   /// The driver holder blocks in the backend until a wake, I/O, or the
   /// earliest timer; then fires due timers.
   void drive() noexcept;
+  /// The backend's wait; aborts with a message if the backend cannot wait.
+  std::size_t backend_wait(std::chrono::nanoseconds timeout, std::span<io::Event> out) noexcept;
   io::Backend& backend() noexcept { return *backend_; }
 
   // Reactor (src/io/reactor.cpp).

@@ -28,10 +28,11 @@ WaitHook* const kBusy = reinterpret_cast<WaitHook*>(std::uintptr_t{1});
 
 void wake_for_cancel(Fiber* f, FiberBatch& batch) noexcept {
   WaitHook* h = f->hook.load(std::memory_order_seq_cst);
+  SpinWait wait;
   for (;;) {
     if (h == nullptr) return;
     if (h == kBusy) {  // another canceller is looking; let it finish, then retry
-      shim::spin_pause();
+      wait.pause();
       h = f->hook.load(std::memory_order_seq_cst);
       continue;
     }
@@ -77,9 +78,10 @@ bool arm_wait(Fiber* f, WaitHook* w) noexcept {
 
 void disarm_wait(Fiber* f, WaitHook* w) noexcept {
   WaitHook* h = w;
+  SpinWait wait;
   while (!f->hook.compare_exchange_weak(h, nullptr, std::memory_order_acq_rel)) {
     if (h == nullptr) return;  // a canceller already cleared it
-    shim::spin_pause();        // kBusy: a canceller is inspecting our hook
+    if (h != w) wait.pause();  // kBusy: a canceller is inspecting our hook
     h = w;
   }
 }

@@ -110,7 +110,8 @@ bool timer_remove(Scheduler* s, TimerEntry* e) noexcept { return s->timers().rem
 
 void timer_cancel_and_wait(Scheduler* s, TimerEntry* e) noexcept {
   if (s->timers().remove(e)) return;
-  while (e->state.load(std::memory_order_acquire) == TimerEntry::firing) shim::spin_pause();
+  SpinWait wait;  // the firing thread is inside e's callback: a few instructions, unless preempted
+  while (e->state.load(std::memory_order_acquire) == TimerEntry::firing) wait.pause();
 }
 
 }  // namespace shoal::detail

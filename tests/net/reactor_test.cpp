@@ -155,3 +155,41 @@ SHOAL_TEST(ReactorTest, AReaderAndAWriterStartingAtOnceRegisterTheStreamOnce) {
 }
 
 }  // namespace
+
+namespace {
+
+// Replaces the runtime's epoll descriptor with a pipe: every later
+// epoll_wait fails with EINVAL, as after a stray close() of that fd.
+void break_the_epoll_fd() {
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) std::abort();
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) std::abort();
+  while (dirent* e = ::readdir(d)) {
+    char link[64] = {};
+    const std::string path = std::string("/proc/self/fd/") + e->d_name;
+    if (::readlink(path.c_str(), link, sizeof link - 1) > 0 && std::string(link) == "anon_inode:[eventpoll]") {
+      ::dup2(pipe_fds[0], std::atoi(e->d_name));
+    }
+  }
+  ::closedir(d);
+}
+
+// Regression (issue 14.10): a backend whose wait fails for good used to be
+// retried forever, one stderr line per pass, a core spinning and every
+// timer and socket silently starved.
+TEST(ReactorDeathTest, ADriverWhoseBackendCannotWaitFailsClosedNamingTheError) {
+  const char* backend = std::getenv("SHOAL_IO_BACKEND");
+  if (backend != nullptr && std::string(backend) == "poll") GTEST_SKIP() << "breaks the epoll descriptor";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        shoal::run([]() -> Task<void> {
+          break_the_epoll_fd();
+          for (int i = 0; i < 100; ++i) co_await shoal::sleep_for(std::chrono::milliseconds(5));
+        }());
+      },
+      "I/O backend \\(epoll\\) cannot wait for events: .*epoll_wait.*Invalid argument");
+}
+
+}  // namespace

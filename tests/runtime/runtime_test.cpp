@@ -1,14 +1,19 @@
 // The runtime: worker count and SHOAL_THREADS, run/block_on, stealing,
 // cancelling the main task.
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "support/manual_event.hpp"
 #include "support/test_support.hpp"
@@ -172,6 +177,44 @@ TEST(Runtime, CancelUnwindsTheMainTaskAndRunRethrows) {
                shoal::Cancelled);
   canceller.join();
   EXPECT_EQ(unwound.load(), 5);
+}
+
+}  // namespace
+
+namespace {
+
+// Regression (issue 14.8): spin-waits on another thread (a hook under
+// inspection, a timer firing, a spin lock) paused without end, so when the
+// other thread was preempted on the same core the waiter burned its whole
+// time slice (tens of thousands of pauses) before that thread could run.
+// Here both threads share one CPU; the waiter must give it up within a few
+// hundred pauses. The count, not the time, is what is checked.
+TEST(SpinWait, YieldsTheCoreToAPreemptedPartyWithinAFewHundredPauses) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(static_cast<int>(::sched_getcpu()), &one);
+  std::vector<unsigned> counts;
+  for (int trial = 0; trial < 20; ++trial) {
+    std::atomic<bool> go{false}, done{false};
+    std::thread other([&] {
+      ::pthread_setaffinity_np(::pthread_self(), sizeof one, &one);
+      while (!go.load(std::memory_order_acquire)) shoal::detail::shim::spin_pause();
+      done.store(true, std::memory_order_release);
+    });
+    cpu_set_t saved;
+    ::pthread_getaffinity_np(::pthread_self(), sizeof saved, &saved);
+    ::pthread_setaffinity_np(::pthread_self(), sizeof one, &one);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // let `other` reach its loop (no correctness depends on it)
+    go.store(true, std::memory_order_release);
+    shoal::detail::SpinWait wait;
+    while (!done.load(std::memory_order_acquire)) wait.pause();
+    counts.push_back(wait.count());
+    ::pthread_setaffinity_np(::pthread_self(), sizeof saved, &saved);
+    other.join();
+  }
+  const unsigned worst = *std::max_element(counts.begin(), counts.end());
+  std::printf("[spin] pauses until the other thread on this core ran: worst %u of %zu trials\n", worst, counts.size());
+  EXPECT_LT(worst, 1000u);
 }
 
 }  // namespace

@@ -42,7 +42,8 @@ class Ring {
   /// Moves from `v` only on kDone.
   int try_push(T& v) noexcept {
     std::size_t tail = tail_.load(std::memory_order_relaxed);
-    for (unsigned spins = 0;; ++spins) {
+    SpinWait wait(kSpins);
+    for (;;) {
       if ((tail & mark_bit_) != 0) return kClosed;
       const std::size_t index = tail & (mark_bit_ - 1);
       const std::size_t lap = tail & ~(one_lap_ - 1);
@@ -61,14 +62,15 @@ class Ring {
         SHOAL_FENCE_SEQ_CST();
         if (head_.load(std::memory_order_seq_cst) + one_lap_ == tail) return kWouldBlock;  // full
       }
-      backoff(spins);  // another sender or receiver is mid-operation
+      wait.pause();  // another sender or receiver is mid-operation
       tail = tail_.load(std::memory_order_relaxed);
     }
   }
 
   int try_pop(std::optional<T>& out) noexcept {
     std::size_t head = head_.load(std::memory_order_relaxed);
-    for (unsigned spins = 0;; ++spins) {
+    SpinWait wait(kSpins);
+    for (;;) {
       const std::size_t index = head & (mark_bit_ - 1);
       const std::size_t lap = head & ~(one_lap_ - 1);
       Slot& s = slots_[index];
@@ -89,7 +91,7 @@ class Ring {
         const std::size_t tail = tail_.load(std::memory_order_seq_cst);
         if ((tail & ~mark_bit_) == head) return (tail & mark_bit_) != 0 ? kClosed : kWouldBlock;
       }
-      backoff(spins);  // a sender claimed the slot and is still writing
+      wait.pause();  // a sender claimed the slot and is still writing
       head = head_.load(std::memory_order_relaxed);
     }
   }
@@ -102,13 +104,7 @@ class Ring {
     shim::atomic<std::size_t> stamp{0};
     alignas(T) unsigned char storage[sizeof(T)];
   };
-  static void backoff(unsigned spins) noexcept {
-    if (spins < 16) {
-      shim::spin_pause();
-    } else {
-      shim::thread_yield();
-    }
-  }
+  static constexpr unsigned kSpins = 16;
 
   const std::size_t cap_;
   std::size_t mark_bit_ = 0;

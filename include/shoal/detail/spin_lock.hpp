@@ -1,5 +1,6 @@
 // A small test-and-test-and-set lock for short critical sections (cancel
-// nodes). Falls back to yielding so a preempted holder cannot burn a core.
+// nodes, wait lists). Waits with SpinWait, so a preempted holder cannot make
+// a waiter burn its time slice.
 #pragma once
 
 #include "shoal/detail/sync_shim.hpp"
@@ -17,15 +18,9 @@ class SpinLock {
 
  private:
   void lock_slow() noexcept {
-    for (unsigned spins = 0;; ++spins) {
-      while (locked_.load(std::memory_order_relaxed)) {
-        if (spins < 64) {
-          shim::spin_pause();
-          ++spins;
-        } else {
-          shim::thread_yield();
-        }
-      }
+    SpinWait wait;
+    for (;;) {
+      while (locked_.load(std::memory_order_relaxed)) wait.pause();
       if (!locked_.exchange(true, std::memory_order_acquire)) return;
     }
   }

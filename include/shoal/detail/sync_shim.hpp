@@ -85,3 +85,33 @@ inline std::atomic<int> tsan_fence_word{0};
 #endif
 
 #endif  // SHOAL_MODEL
+
+namespace shoal::detail {
+
+/// The one way shoal waits for another thread's next few instructions (a
+/// lock holder leaving, a canceller inspecting a hook, a timer firing): a
+/// bounded spin, then yields. On 2 cores shared with a load generator the
+/// other party is often preempted; spinning on would burn the rest of our
+/// time slice before it can run again.
+class SpinWait {
+ public:
+  static constexpr unsigned kSpins = 64;
+  /// Spins `spins` times before the first yield.
+  explicit SpinWait(unsigned spins = kSpins) noexcept : spins_(spins) {}
+  void pause() noexcept {
+    if (count_ < spins_) {
+      shim::spin_pause();
+    } else {
+      shim::thread_yield();
+    }
+    ++count_;
+  }
+  /// Pauses so far (tests check that the wait yields).
+  unsigned count() const noexcept { return count_; }
+
+ private:
+  unsigned spins_;
+  unsigned count_ = 0;
+};
+
+}  // namespace shoal::detail
