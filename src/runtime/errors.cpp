@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <cstdio>
+#include <new>
 #include <string>
 #include <typeinfo>
 
@@ -33,6 +34,17 @@ bool is_cancelled_exception(const std::exception_ptr& e) noexcept {
     return false;
   }
 #endif
+}
+
+bool is_out_of_memory(const std::exception_ptr& e) noexcept {
+  if (!e) return false;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::bad_alloc&) {
+    return true;
+  } catch (...) {
+  }
+  return false;
 }
 
 void throw_invalid_task_await(bool moved_from) {

@@ -242,7 +242,7 @@ Task<long> sync_mutex() {
 // sync_try_timed runs clean only; set it to false once the permits are
 // released when that frame cannot be created (tried locally: the scenario
 // then sweeps clean, 34 points per mode).
-constexpr bool kKnownDefectTryTimedLockLeakPermitsOnOom = true;
+constexpr bool kKnownDefectTryTimedLockLeakPermitsOnOom = false;
 
 // The forms that defect blocks: with_lock_timeout times out behind a
 // holder, then succeeds; the try forms with a Task body (with_try_lock,
@@ -359,7 +359,7 @@ Task<long> sync_rwlock_semaphore() {
 // one. On the simulated executor the winner's fault always comes first, so
 // sync_once is swept there; while this is true it runs clean only on 2
 // workers.
-constexpr bool kKnownDefectOnceOomBecomesInitFailed = true;
+constexpr bool kKnownDefectOnceOomBecomesInitFailed = false;
 
 // Once: four tasks race on a Once whose init is a Task that sleeps (the
 // others wait in once_do's slow path) and then allocates.

@@ -237,12 +237,16 @@ Task<SyncResult<body_value_t<F>>> run_held(LockSpec l, std::uintptr_t me, F& bod
   }
 }
 
+// The body's frame is made before the permits are taken: a frame that
+// cannot be allocated must not leave them taken with no guard to give them
+// back (a lazy run_held holds nothing until it runs).
 template <class F>
 Task<SyncResult<body_value_t<F>>> try_locked(LockSpec l, F body, const char* call) {
   Fiber* f = require_task(co_await CurrentFiber{}, *l.core, call);
   co_await checkpoint();  // never waits, but is a cancellation point like every other
+  auto held_body = run_held(l, holder_id(f), body);
   if (!l.core->try_acquire(l.n)) co_return SyncError::Code::busy;
-  co_return co_await run_held(l, holder_id(f), body);
+  co_return co_await std::move(held_body);
 }
 
 template <class F>
@@ -259,8 +263,9 @@ Task<SyncResult<body_value_t<F>>> timed_locked(LockSpec l, std::chrono::nanoseco
                                                const char* call) {
   Fiber* f = require_task(co_await CurrentFiber{}, *l.core, call);
   check_self_deadlock(l, holder_id(f), call);
+  auto held_body = run_held(l, holder_id(f), body);  // before the permits: see try_locked
   if (!co_await move_on_after(limit, acquire_permits(*l.core, l.n))) co_return SyncError::Code::timed_out;
-  co_return co_await run_held(l, holder_id(f), body);
+  co_return co_await std::move(held_body);
 }
 
 // ---- plain threads ----------------------------------------------------------

@@ -18,9 +18,10 @@ namespace shoal {
 /// (a suspended task, a parked thread) and get the winner's value.
 ///  - If `init` throws, the winner rethrows it and every other and later
 ///    caller gets SyncError{init_failed} (single-shot: no retry).
-///  - If `init` ends by cancellation (its caller was cancelled), that is not
-///    a failure of the value: the Once is empty again and the next caller
-///    (a waiter, at once) runs `init`.
+///  - If `init` ends by cancellation (its caller was cancelled) or by
+///    std::bad_alloc (memory ran out for the moment), that is not a failure
+///    of the value: the Once is empty again and the next caller (a waiter,
+///    at once) runs `init`; the winner rethrows what ended it.
 /// Destroying a Once that is waited on aborts with a message naming it.
 template <class T>
 class Once;
@@ -74,8 +75,12 @@ inline OnceStep once_step(OnceCore& core) {
   return core.try_begin() ? OnceStep::run : OnceStep::wait;
 }
 
-/// The winner's end: publishes the value, or the failure (a cancellation
-/// leaves the Once empty) and rethrows it.
+/// True for a std::bad_alloc: running out of memory is the moment's, not init's.
+bool is_out_of_memory(const std::exception_ptr& e) noexcept;
+
+/// The winner's end: publishes the value, or the failure and rethrows it.
+/// A cancellation or std::bad_alloc leaves the Once empty (the next caller
+/// runs init); any other fault fails it for good.
 template <class T>
 const T& once_settle(OnceCore& core, std::optional<T>& slot, std::optional<T>& made, std::exception_ptr error) {
   if (!error) {
@@ -83,7 +88,7 @@ const T& once_settle(OnceCore& core, std::optional<T>& slot, std::optional<T>& m
     core.finish(OnceCore::done);
     return *slot;
   }
-  core.finish(is_cancellation(error) ? OnceCore::empty : OnceCore::failed);
+  core.finish(is_cancellation(error) || is_out_of_memory(error) ? OnceCore::empty : OnceCore::failed);
   std::rethrow_exception(error);
 }
 }  // namespace detail
