@@ -7,11 +7,11 @@
 //   the bit only if the state is unchanged (io_clear); if an event came in
 //   between, it retries the syscall instead of waiting for an edge that
 //   already happened.
-// - A waiter follows the cancellable-wait protocol with the source's lock:
-//   it publishes its hook, then under the lock re-checks readiness and
-//   cancellation and links itself. The dispatcher unlinks matching waiters
-//   under the lock, then disarms and schedules them; cancel_wait unlinks
-//   under the same lock, so exactly one of them owns the wake.
+// - Waiters are on the one wait queue (detail/wait_queue.hpp) under the
+//   source's lock: a waiter re-checks readiness there before it links. The
+//   dispatcher unlinks matching waiters under the lock, then disarms and
+//   schedules them as one batch; a canceller unlinks under the same lock, so
+//   exactly one of them owns the wake.
 // - Events are dispatched only by the thread holding the driver (a parked
 //   worker blocking in the backend, or a busy worker polling it every 61
 //   ticks without blocking). A deregistered source is pushed onto a release
@@ -50,7 +50,7 @@ IoSource* io_register(int fd, std::uint32_t ready) {
 
 void io_deregister(IoSource* s) noexcept {
   s->lock.lock();
-  const bool waited_on = s->waiters != nullptr;
+  const bool waited_on = !s->waiters.empty();
   s->lock.unlock();
   if (waited_on) {
     std::fputs("shoal: a socket or pipe was closed while a task was waiting on it; cancel the task first\n", stderr);
@@ -102,53 +102,23 @@ bool io_wait_suspend(IoWaiter& w, Fiber* f, std::coroutine_handle<> h) noexcept 
     w.cancelled = true;
     return false;
   }
-  w.fiber = f;
-  f->resume = h;
-  publish_hook(f, &w);
-  s->lock.lock();
-  if ((s->state.load(std::memory_order_acquire) & w.interest) != 0 || f->cancelled()) {
-    w.cancelled = (s->state.load(std::memory_order_acquire) & w.interest) == 0;
-    s->lock.unlock();
-    disarm_wait(f, &w);  // outside the lock cancel_wait takes
+  const std::uint32_t interest = w.interest;
+  IoCore* core = nullptr;
+  int fd = -1;
+  const WaitStep step = wait_step(w, f, h, s->lock, s->waiters, [&](WaitSection&) {
+    // Read all that is needed now: once unlocked, an event may wake the
+    // task, which may close the stream, and the driver may free s.
+    core = s->core;
+    fd = s->fd;
+    return (s->state.load(std::memory_order_acquire) & interest) != 0;  // ready after all: retry the syscall
+  });
+  if (step != WaitStep::suspended) {
+    w.cancelled = step == WaitStep::cancelled;
     return false;
   }
-  w.linked = true;
-  w.prev = nullptr;
-  w.next = s->waiters;
-  if (s->waiters != nullptr) s->waiters->prev = &w;
-  s->waiters = &w;
-  // Read all that is needed first: once unlocked, an event may wake the
-  // task, which may close the stream, and the driver may free s.
-  const std::uint32_t interest = w.interest;
-  IoCore* core = s->core;
-  const int fd = s->fd;
-  s->lock.unlock();
   // Nothing may touch w or s from here on.
   if (core->rearm) core->sched->io_rearm(fd, interest, s);
   return true;
-}
-
-namespace {
-void unlink(IoSource* s, IoWaiter* w) noexcept {
-  if (w->prev != nullptr) {
-    w->prev->next = w->next;
-  } else {
-    s->waiters = w->next;
-  }
-  if (w->next != nullptr) w->next->prev = w->prev;
-  w->linked = false;
-}
-}  // namespace
-
-bool IoWaiter::cancel_wait() noexcept {
-  src->lock.lock();
-  const bool mine = linked;
-  if (mine) {
-    unlink(src, this);
-    cancelled = true;
-  }
-  src->lock.unlock();
-  return mine;
 }
 
 // ---- Scheduler side ---------------------------------------------------------
@@ -201,21 +171,22 @@ void Scheduler::dispatch_io(const io::Event* events, std::size_t n) noexcept {
     while (!s->state.compare_exchange_weak(v, (v + IoSource::kTick) | bits, std::memory_order_acq_rel,
                                            std::memory_order_relaxed)) {
     }
-    IoWaiter* woken = nullptr;
+    // Claim every waiter the event serves under the lock; wake after it.
+    Waiter* woken = nullptr;
     s->lock.lock();
-    for (IoWaiter* w = s->waiters; w != nullptr;) {
-      IoWaiter* next = w->next;
-      if ((w->interest & bits) != 0) {
-        unlink(s, w);
-        w->next = woken;
+    for (Waiter* w = s->waiters.front(); w != nullptr;) {
+      Waiter* next = s->waiters.next(w);
+      if ((static_cast<IoWaiter*>(w)->interest & bits) != 0) {
+        w->unlink_locked();
+        w->wake_next = woken;
         woken = w;
       }
       w = next;
     }
     s->lock.unlock();
     while (woken != nullptr) {
-      IoWaiter* w = woken;
-      woken = w->next;
+      Waiter* w = woken;
+      woken = w->wake_next;
       Fiber* f = w->fiber;
       disarm_wait(f, w);
       batch.push(f);  // w may be gone once f runs

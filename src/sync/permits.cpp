@@ -11,17 +11,23 @@
 #include "shoal/detail/once_core.hpp"
 #include "shoal/detail/sync_ops.hpp"
 #include "shoal/detail/thread_wake.hpp"
+#include "shoal/detail/wait_queue.hpp"
 
 namespace shoal::detail {
+
+PermitWaiter::PermitWaiter(PermitCore& c) noexcept : Waiter(c.mu_), core(c) {}
+
+// A canceller took the waiter out: the queue may be empty now.
+void PermitWaiter::left_locked() noexcept { core.clear_if_empty_locked(); }
 
 PermitCore::PermitCore(std::uint32_t permits, std::string what)
     : state_(permits), permits_(permits), what_(std::move(what)) {}
 
 PermitCore::~PermitCore() {
   std::uint64_t s = state_.load(std::memory_order_acquire);
-  if ((s & kCountMask) != permits_ || head_ != nullptr) {
+  if ((s & kCountMask) != permits_ || !waiters_.empty()) {
     std::fprintf(stderr, "shoal: %s destroyed while %s; a lock must outlive every with_* call on it\n",
-                 what_.c_str(), head_ != nullptr ? "tasks or threads wait for it" : "held");
+                 what_.c_str(), !waiters_.empty() ? "tasks or threads wait for it" : "held");
     std::abort();
   }
 }
@@ -52,45 +58,13 @@ bool PermitCore::take_or_mark_locked(std::uint32_t n) noexcept {
 }
 
 void PermitCore::clear_if_empty_locked() noexcept {
-  if (head_ == nullptr) state_.fetch_and(~(kWaiters | kFair), std::memory_order_acq_rel);
+  if (waiters_.empty()) state_.fetch_and(~(kWaiters | kFair), std::memory_order_acq_rel);
 }
 
-void PermitCore::link_locked(PermitWaiter* w, bool at_head) noexcept {
-  w->state = PermitWaiter::State::queued;
-  if (at_head) {
-    w->prev = nullptr;
-    w->next = head_;
-    if (head_ != nullptr) head_->prev = w;
-    head_ = w;
-    if (tail_ == nullptr) tail_ = w;
-  } else {
-    w->next = nullptr;
-    w->prev = tail_;
-    if (tail_ != nullptr) tail_->next = w;
-    tail_ = w;
-    if (head_ == nullptr) head_ = w;
-  }
-}
-
-void PermitCore::unlink_locked(PermitWaiter* w) noexcept {
-  if (w->prev != nullptr) {
-    w->prev->next = w->next;
-  } else {
-    head_ = w->next;
-  }
-  if (w->next != nullptr) {
-    w->next->prev = w->prev;
-  } else {
-    tail_ = w->prev;
-  }
-  w->prev = w->next = nullptr;
-}
-
-PermitWaiter* PermitCore::dispatch_locked() noexcept {
-  PermitWaiter* woken = nullptr;
-  if (head_ == nullptr) {
+void PermitCore::dispatch_locked(WaitSection& sec) noexcept {
+  if (waiters_.empty()) {
     clear_if_empty_locked();
-    return nullptr;
+    return;
   }
   const std::int64_t now = coarse_now();
   // Woken (not granted) waiters retry by barging: wake as many as the free
@@ -98,56 +72,35 @@ PermitWaiter* PermitCore::dispatch_locked() noexcept {
   // else readers queued behind one woken reader would sleep beside a lock
   // that has room for them.
   std::uint64_t wake_room = state_.load(std::memory_order_acquire) & kCountMask;
-  while (head_ != nullptr) {
+  while (auto* w = static_cast<PermitWaiter*>(waiters_.front())) {
     std::uint64_t s = state_.load(std::memory_order_acquire);
-    const bool fair = (s & kFair) != 0 || now - head_->since > kFairAfterNs;
-    PermitWaiter* w = head_;
+    const bool fair = (s & kFair) != 0 || now - w->since > kFairAfterNs;
     if (fair) {
       // Barging off: permits go to the queue in order. Once kFair is set no
       // fast path can take any, so the subtraction below cannot race.
       if ((s & kFair) == 0) s = state_.fetch_or(kFair, std::memory_order_acq_rel) | kFair;
       if ((s & kCountMask) < w->n) break;
       state_.fetch_sub(w->n, std::memory_order_acq_rel);
-      unlink_locked(w);
       w->state = PermitWaiter::State::granted;
     } else {
       if (wake_room < w->n) break;
       wake_room -= w->n;
-      unlink_locked(w);
       w->state = PermitWaiter::State::woken;  // to retry: it may lose to a barger
     }
-    if (w->fiber == nullptr) {
-      w->cv->notify_one();  // a thread: it re-checks its state under the lock
-    } else {
-      w->next = woken;
-      woken = w;
-    }
+    w->unlink_locked();
+    sec.wake(w);
   }
-  if (head_ == nullptr) {
+  const auto* head = static_cast<const PermitWaiter*>(waiters_.front());
+  if (head == nullptr) {
     clear_if_empty_locked();
-  } else if (now - head_->since <= kFairAfterNs && (state_.load(std::memory_order_relaxed) & kFair) != 0) {
+  } else if (now - head->since <= kFairAfterNs && (state_.load(std::memory_order_relaxed) & kFair) != 0) {
     state_.fetch_and(~kFair, std::memory_order_acq_rel);  // the old ones are served: barging again
-  }
-  return woken;
-}
-
-void PermitCore::wake(PermitWaiter* list) noexcept {
-  while (list != nullptr) {
-    PermitWaiter* w = list;
-    list = w->next;  // before the fiber runs and its frame (holding w) goes
-    Fiber* f = w->fiber;
-    disarm_wait(f, w->hook);
-    schedule(f);
   }
 }
 
 void PermitCore::kick() noexcept {
-  PermitWaiter* woken;
-  {
-    std::lock_guard<SpinLock> g(mu_);
-    woken = dispatch_locked();
-  }
-  wake(woken);
+  WaitSection sec(mu_);
+  dispatch_locked(sec);
 }
 
 bool PermitCore::Awaiter::suspend(Fiber* f, std::coroutine_handle<> h) {
@@ -157,7 +110,6 @@ bool PermitCore::Awaiter::suspend(Fiber* f, std::coroutine_handle<> h) {
     return false;
   }
   w_.fiber = f;
-  w_.hook = this;
   if (consume_budget(f)) {
     // Out of budget: a schedule point even uncontended, taken before the
     // permits (yielding while holding them would stall the others).
@@ -171,44 +123,33 @@ bool PermitCore::Awaiter::suspend(Fiber* f, std::coroutine_handle<> h) {
   }
   if (since_ == 0) since_ = coarse_now();
   w_.since = since_;
-  f->resume = h;
-  publish_hook(f, this);
-  {
-    std::lock_guard<SpinLock> g(core_.mu_);
-    if (core_.take_or_mark_locked(w_.n)) {
-      w_.state = PermitWaiter::State::granted;
-    } else if (f->cancelled()) {
-      cancelled_ = true;
-      core_.clear_if_empty_locked();
-    } else {
-      const bool at_head = woken_;  // lost to a barger: keep its place
-      woken_ = false;  // queued again, the wake-up is paid back: a release will wake it
-      core_.link_locked(&w_, at_head);
-      return true;  // nothing may touch *this from here on
-    }
-  }
-  disarm_wait(f, this);  // outside the lock cancel_wait takes
-  return false;
-}
-
-bool PermitCore::Awaiter::cancel_wait() noexcept {
-  std::lock_guard<SpinLock> g(core_.mu_);
-  if (w_.state != PermitWaiter::State::queued) return false;  // not in the queue (yet, or any more)
-  core_.unlink_locked(&w_);
-  w_.state = PermitWaiter::State::left;
-  core_.clear_if_empty_locked();
-  cancelled_ = true;
-  left_queue_ = true;
-  return true;
+  const WaitStep step = wait_step(
+      w_, f, h, core_.mu_, core_.waiters_,
+      [&](WaitSection&) {
+        if (core_.take_or_mark_locked(w_.n)) {
+          w_.state = PermitWaiter::State::granted;
+          return true;
+        }
+        if (f->cancelled()) core_.clear_if_empty_locked();  // it will not queue: the mark may go
+        return false;
+      },
+      [&] {
+        const bool at_head = woken_;  // lost to a barger: keep its place
+        woken_ = false;  // queued again, the wake-up is paid back: a release will wake it
+        return at_head;
+      });
+  if (step == WaitStep::cancelled) cancelled_ = true;
+  return step == WaitStep::suspended;  // then nothing may touch *this
 }
 
 bool PermitCore::Awaiter::resume() {
   if (w_.state == PermitWaiter::State::woken) woken_ = true;
-  if (cancelled_) {
+  const bool left_queue = w_.cancelled;  // a canceller took it out of the queue
+  if (cancelled_ || left_queue) {
     // It may have been the head a release was waiting on (a writer ahead of
     // readers), or hold a wake-up meant for it: whoever is next must not be
     // left asleep.
-    if (left_queue_ || woken_) core_.kick();
+    if (left_queue || woken_) core_.kick();
     throw Cancelled{};
   }
   const bool granted = w_.state == PermitWaiter::State::granted;
@@ -227,27 +168,28 @@ bool PermitCore::Awaiter::resume() {
 
 bool PermitCore::acquire_blocking(std::uint32_t n, const std::chrono::steady_clock::time_point* deadline) {
   if (try_acquire(n)) return true;
-  std::condition_variable_any cv;
-  PermitWaiter w;
+  PermitWaiter w(*this);
   w.n = n;
   w.since = coarse_now();
-  w.cv = &cv;
-  std::unique_lock<SpinLock> lk(mu_);
   bool retry = false;
   for (;;) {
-    if (take_or_mark_locked(n)) return true;
-    link_locked(&w, retry);
-    while (w.state == PermitWaiter::State::queued) {
-      if (deadline == nullptr) {
-        cv.wait(lk);
-      } else if (cv.wait_until(lk, *deadline) == std::cv_status::timeout &&
-                 w.state == PermitWaiter::State::queued) {
-        unlink_locked(&w);
-        PermitWaiter* woken = dispatch_locked();
-        lk.unlock();
-        wake(woken);
+    ThreadWake wake;
+    w.state = PermitWaiter::State::waiting;
+    if (wait_step_thread(w, wake, mu_, waiters_, [&](WaitSection&) { return take_or_mark_locked(n); },
+                         [&] { return retry; }) == WaitStep::done) {
+      return true;
+    }
+    if (deadline == nullptr) {
+      wake.wait();
+    } else if (!wake.wait_until(*deadline)) {
+      WaitSection sec(mu_);
+      if (w.is_linked()) {  // still queued: leave, and pass on what this release could serve
+        w.unlink_locked();
+        dispatch_locked(sec);
         return false;
       }
+      sec.unlock();
+      wake.wait();  // a dispatch claimed us as the deadline passed: its wake is on the way
     }
     if (w.state == PermitWaiter::State::granted) return true;
     retry = true;  // woken: try again, from the head
@@ -304,7 +246,7 @@ std::string sync_object_name(const char* kind, const std::string& name, std::uin
 namespace shoal::detail {
 
 OnceCore::~OnceCore() {
-  if (head_ != nullptr || thread_waiters_ != 0) {
+  if (!waiters_.empty()) {
     std::fprintf(stderr, "shoal: %s destroyed while tasks or threads wait for it\n", what_.c_str());
     std::abort();
   }
@@ -316,68 +258,32 @@ void OnceCore::throw_failed() const {
 }
 
 void OnceCore::finish(State to) noexcept {
-  Awaiter* woken;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    state_.store(to, std::memory_order_release);
-    woken = head_;
-    for (Awaiter* w = head_; w != nullptr; w = w->next_) w->linked_ = false;
-    head_ = nullptr;
-    if (thread_waiters_ != 0) cv_.notify_all();
-  }
-  while (woken != nullptr) {
-    Awaiter* w = woken;
-    woken = w->next_;
-    Fiber* f = w->f_;
-    disarm_wait(f, w);
-    schedule(f);  // w may be gone from here on
-  }
+  WaitSection sec(lock_);
+  state_.store(to, std::memory_order_release);
+  while (Waiter* w = waiters_.pop_front()) sec.wake(w);
 }
 
 bool OnceCore::Awaiter::suspend(Fiber* f, std::coroutine_handle<> h) noexcept {
-  f_ = f;
   if (f == nullptr) return false;  // outside a task: the caller loops (only via misuse)
   if (f->cancelled()) {
-    cancelled_ = true;
+    cancelled = true;
     return false;
   }
-  f->resume = h;
-  publish_hook(f, this);
-  {
-    std::lock_guard<std::mutex> g(core_.mu_);
-    if (core_.state() == running && !f->cancelled()) {
-      linked_ = true;
-      prev_ = nullptr;
-      next_ = core_.head_;
-      if (core_.head_ != nullptr) core_.head_->prev_ = this;
-      core_.head_ = this;
-      return true;
-    }
-    cancelled_ = core_.state() == running;
-  }
-  disarm_wait(f, this);
-  return false;
+  const WaitStep step = wait_step(*this, f, h, core_.lock_, core_.waiters_,
+                                  [this](WaitSection&) { return core_.state() != running; });
+  cancelled = step == WaitStep::cancelled;
+  return step == WaitStep::suspended;
 }
 
-bool OnceCore::Awaiter::cancel_wait() noexcept {
-  std::lock_guard<std::mutex> g(core_.mu_);
-  if (!linked_) return false;
-  linked_ = false;
-  if (prev_ != nullptr) {
-    prev_->next_ = next_;
-  } else {
-    core_.head_ = next_;
+void OnceCore::wait_blocking() noexcept {
+  struct ThreadWaiter final : Waiter {
+    using Waiter::Waiter;
+  } w(lock_);
+  ThreadWake wake;
+  if (wait_step_thread(w, wake, lock_, waiters_, [this](WaitSection&) { return state() != running; }) ==
+      WaitStep::suspended) {
+    wake.wait();
   }
-  if (next_ != nullptr) next_->prev_ = prev_;
-  cancelled_ = true;
-  return true;
-}
-
-void OnceCore::wait_blocking() {
-  std::unique_lock<std::mutex> lk(mu_);
-  ++thread_waiters_;
-  cv_.wait(lk, [&] { return state() != running; });
-  --thread_waiters_;
 }
 
 }  // namespace shoal::detail

@@ -1,16 +1,15 @@
 // Channel<T>: a bounded MPMC queue between tasks (and plain threads).
 // Capacity 0 is a rendezvous: a send completes when a receiver takes it.
 //
-// Invariants (all under lock_): a waiter is in at most one wait list, and a
-// value moves between a sender, the buffer and a receiver only while the lock
-// is held, at the moment the waiter is unlinked. A canceller claims a waiter
-// only by unlinking it under the same lock, so a value is handed over or the
-// wait is cancelled, never both. Wakes (disarm + schedule) happen after the
-// lock is released (the wait protocol in detail/fiber.hpp forbids disarming
-// under a lock that cancel_wait takes).
+// Waiters are on the one wait queue (detail/wait_queue.hpp): two lists under
+// lock_. Invariants (all under lock_): a value moves between a sender, the
+// buffer and a receiver only while the lock is held, at the moment the
+// waiter is unlinked. A canceller claims a waiter only by unlinking it under
+// the same lock, so a value is handed over or the wait is cancelled, never
+// both. Wakes happen after the lock is released (WaitSection).
 //
 // T's move or copy may throw (lock mode only: the ring takes nothrow-movable
-// T). Every section that runs it holds the lock through a Section, which
+// T). Every section that runs it holds the lock through a WaitSection, which
 // unlocks and wakes on the way out, and each step moves a value only after
 // the step before it succeeded, so a throw leaves every value where it was:
 // the caller's operation fails with the exception and the channel is as it
@@ -43,6 +42,7 @@
 #include "shoal/detail/ring.hpp"
 #include "shoal/detail/spin_lock.hpp"
 #include "shoal/detail/thread_wake.hpp"
+#include "shoal/detail/wait_queue.hpp"
 #include "shoal/runtime/errors.hpp"
 
 namespace shoal {
@@ -66,35 +66,15 @@ template <class T>
 class Channel {
   static_assert(std::is_move_constructible_v<T>, "shoal::Channel<T>: T must be move-constructible");
 
-  struct WaitList;
-  struct Waiter : detail::WaitHook {
-    Channel* ch = nullptr;
-    detail::Fiber* fiber = nullptr;       // a task, or
-    detail::ThreadWake* thread = nullptr;  // a plain thread
-    Waiter* prev = nullptr;
-    Waiter* next = nullptr;
-    WaitList* list = nullptr;
-    bool linked = false;
-    bool cancelled = false;
+  using Section = detail::WaitSection;
+  struct Waiter : detail::Waiter {
+    explicit Waiter(Channel* c) noexcept : detail::Waiter(c->lock_), ch(c) {}
+    Channel* ch;
     bool done = false;  // the operation completed (value moved / channel closed)
     std::exception_ptr error;  // a sender whose value threw when moved on its behalf
 
-    bool cancel_wait() noexcept override {
-      detail::SpinLock& l = ch->lock_;
-      l.lock();
-      const bool claimed = linked;
-      if (claimed) {
-        ch->unlink(this);
-        cancelled = true;
-      }
-      l.unlock();
-      return claimed;
-    }
-  };
-
-  struct WaitList {
-    Waiter* head = nullptr;
-    Waiter* tail = nullptr;
+   private:
+    void left_locked() noexcept override { ch->unannounce(list()); }
   };
 
  public:
@@ -118,7 +98,7 @@ class Channel {
   /// Destroying a channel that tasks or threads still wait on is a bug:
   /// it aborts with a message instead of leaving them hanging.
   ~Channel() {
-    if (senders_.head != nullptr || receivers_.head != nullptr) {
+    if (!senders_.empty() || !receivers_.empty()) {
       std::fprintf(stderr, "shoal: Channel at %p destroyed while tasks or threads wait on it\n",
                    static_cast<void*>(this));
       std::abort();
@@ -129,7 +109,7 @@ class Channel {
 
   class SendAwaiter final : private Waiter {
    public:
-    SendAwaiter(Channel* c, T v) : value_(std::move(v)) { this->ch = c; }
+    SendAwaiter(Channel* c, T v) : Waiter(c), value_(std::move(v)) {}
     bool await_ready() const noexcept { return false; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
@@ -143,11 +123,8 @@ class Channel {
       Channel& c = *this->ch;
       const int fast = c.send_now(value_);
       if (fast != kWouldBlock) return finish_fast(fast == kDone, h, f);
-      f->resume = h;
-      detail::publish_hook(f, this);
-      const int r = c.register_or_retry_armed(true, this, &value_, nullptr, f);
+      const int r = c.wait_task(true, this, &value_, nullptr, f, h);
       if (r == kSuspended) return true;
-      detail::disarm_wait(f, this);
       if (r == kWouldBlock) {
         this->cancelled = true;
       } else if (r == kClosed) {
@@ -184,7 +161,7 @@ class Channel {
 
   class RecvAwaiter final : private Waiter {
    public:
-    explicit RecvAwaiter(Channel* c) noexcept { this->ch = c; }
+    explicit RecvAwaiter(Channel* c) noexcept : Waiter(c) {}
     bool await_ready() const noexcept { return false; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
@@ -202,11 +179,8 @@ class Channel {
         detail::yield_from(f, h, this);  // out of budget: a schedule point
         return true;
       }
-      f->resume = h;
-      detail::publish_hook(f, this);
-      const int r = c.register_or_retry_armed(false, this, nullptr, &slot_, f);
+      const int r = c.wait_task(false, this, nullptr, &slot_, f, h);
       if (r == kSuspended) return true;
-      detail::disarm_wait(f, this);
       if (r == kWouldBlock) {
         this->cancelled = true;
       } else {
@@ -260,17 +234,17 @@ class Channel {
   /// Waiting senders fail with ChannelClosedError (their value returned).
   void close() noexcept {
     if (ring_) ring_->close();  // sends fail from here on; buffered values stay
-    Section sec(*this);
+    Section sec(lock_);
     closed_ = true;
-    while (Waiter* w = receivers_.head) {
+    while (Waiter* w = front(receivers_)) {
       unlink(w);
       if (ring_) ring_->try_pop(receiver_slot(w));  // a value a sender was still writing
       w->done = true;
-      sec.woken.push(w);
+      sec.wake(w);
     }
-    while (Waiter* w = senders_.head) {
+    while (Waiter* w = front(senders_)) {
       unlink(w);  // not done: the sender still holds its value
-      sec.woken.push(w);
+      sec.wake(w);
     }
   }
 
@@ -289,10 +263,10 @@ class Channel {
     check_not_worker("send_blocking");
     ThreadSend w(this, std::move(v));
     int r = send_now(w.value);
-    if (r == kWouldBlock) r = register_or_retry(true, &w, &w.value, nullptr, nullptr);
+    if (r == kWouldBlock) r = wait_thread(true, &w, &w.value, nullptr, w.wake);
     if (r == kSuspended) {
       w.wake.wait();
-      Section sec(*this);  // pairs with the waker's unlock: see the outcome
+      Section sec(lock_);  // pairs with the waker's unlock: see the outcome
       r = w.done ? kDone : kClosed;
     }
     if (w.error) std::rethrow_exception(w.error);
@@ -306,10 +280,10 @@ class Channel {
     std::optional<T> out;  // the waiter fills the caller's result: no move after the hand-off
     ThreadRecv w(this, out);
     int r = recv_now(out);
-    if (r == kWouldBlock) r = register_or_retry(false, &w, nullptr, &out, nullptr);
+    if (r == kWouldBlock) r = wait_thread(false, &w, nullptr, &out, w.wake);
     if (r == kSuspended) {
       w.wake.wait();
-      Section sec(*this);  // pairs with the waker's unlock: see the value
+      Section sec(lock_);  // pairs with the waker's unlock: see the value
     }
     return out;
   }
@@ -325,8 +299,8 @@ class Channel {
       if (r == kDone) settle(true);
       return r;
     }
-    Section sec(*this);
-    return try_send_locked(v, sec.woken);
+    Section sec(lock_);
+    return try_send_locked(v, sec);
   }
   int recv_now(std::optional<T>& out) {
     if (ring_) {
@@ -334,49 +308,46 @@ class Channel {
       if (r == kDone) settle(false);
       return r;
     }
-    Section sec(*this);
-    return try_recv_locked(out, sec.woken);
+    Section sec(lock_);
+    return try_recv_locked(out, sec);
   }
 
-  // The waiting half (for a task: after publishing its hook). Under the lock:
-  // announce, retry, and either register (kSuspended) or report the retry's
-  // result; kWouldBlock then means "cancelled". `f` is null for a thread.
-  // Throws what T's move throws (lock mode), with w not linked.
-  int register_or_retry(bool send, Waiter* w, T* v, std::optional<T>* out, detail::Fiber* f) {
-    if (ring_) {
-      const int r = ring_register_or_retry(send, w, v, out, f);
-      if (r == kDone) settle(send);
-      return r;
-    }
-    Section sec(*this);
-    const int r = send ? try_send_locked(*v, sec.woken) : try_recv_locked(*out, sec.woken);
-    if (r == kWouldBlock && (f == nullptr || !f->cancelled())) {
-      link(send ? senders_ : receivers_, w);
-      return kSuspended;
-    }
+  // The waiting half, on the wait queue: under the lock, announce (ring
+  // mode), retry, and either link (kSuspended) or report the retry's result;
+  // kWouldBlock then means "cancelled". Throws what T's move throws (lock
+  // mode), with nothing queued and the hook disarmed.
+  int wait_task(bool send, Waiter* w, T* v, std::optional<T>* out, detail::Fiber* f, std::coroutine_handle<> h) {
+    int r = kWouldBlock;
+    const detail::WaitStep step = detail::wait_step(*w, f, h, lock_, send ? senders_ : receivers_,
+                                                    [&](Section& sec) { return (r = retry_locked(send, v, out, sec)) != kWouldBlock; });
+    if (step == detail::WaitStep::suspended) return kSuspended;
+    if (step == detail::WaitStep::cancelled && ring_) unannounce(send ? &senders_ : &receivers_);
+    if (ring_ && r == kDone) settle(send);
     return r;
   }
-  int ring_register_or_retry(bool send, Waiter* w, T* v, std::optional<T>* out, detail::Fiber* f) noexcept {
+  int wait_thread(bool send, Waiter* w, T* v, std::optional<T>* out, detail::ThreadWake& wake) {
+    int r = kWouldBlock;
+    const detail::WaitStep step = detail::wait_step_thread(*w, wake, lock_, send ? senders_ : receivers_,
+                                                           [&](Section& sec) { return (r = retry_locked(send, v, out, sec)) != kWouldBlock; });
+    if (step == detail::WaitStep::suspended) return kSuspended;
+    if (ring_ && r == kDone) settle(send);
+    return r;
+  }
+  // The last try before linking, under the lock. Ring mode announces the
+  // waiter first (a seq_cst RMW, then a fence: pairs with settle()'s load),
+  // and withdraws the announcement if it will not wait after all.
+  int retry_locked(bool send, T* v, std::optional<T>* out, Section& sec) {
+    if (!ring_) return send ? try_send_locked(*v, sec) : try_recv_locked(*out, sec);
     shim_counter& waiting = send ? n_senders_ : n_receivers_;
-    Section sec(*this);
     waiting.fetch_add(1, std::memory_order_seq_cst);
-    SHOAL_FENCE_SEQ_CST();  // announce, then retry: pairs with settle()'s fence
+    SHOAL_FENCE_SEQ_CST();
     const int r = send ? ring_->try_push(*v) : ring_->try_pop(*out);
-    if (r == kWouldBlock && (f == nullptr || !f->cancelled())) {
-      link(send ? senders_ : receivers_, w);  // keeps the announcement
-      return kSuspended;
-    }
-    waiting.fetch_sub(1, std::memory_order_seq_cst);
+    if (r != kWouldBlock) waiting.fetch_sub(1, std::memory_order_seq_cst);
     return r;
   }
-  // For a task that published its hook: a throw disarms it on the way out.
-  int register_or_retry_armed(bool send, Waiter* w, T* v, std::optional<T>* out, detail::Fiber* f) {
-    try {
-      return register_or_retry(send, w, v, out, f);
-    } catch (...) {
-      detail::disarm_wait(f, w);
-      throw;
-    }
+  // A waiter of `list` left without being served (ring mode's count).
+  void unannounce(const detail::WaitList* list) noexcept {
+    if (ring_) (list == &senders_ ? n_senders_ : n_receivers_).fetch_sub(1, std::memory_order_seq_cst);
   }
 
   // Ring mode, after an operation completed: while a waiter of the other
@@ -395,13 +366,13 @@ class Channel {
   bool handoff_to_receiver() noexcept {
     if (n_receivers_.load(std::memory_order_seq_cst) == 0) return false;
     bool moved = false;
-    Section sec(*this);
-    if (Waiter* w = receivers_.head) {
+    Section sec(lock_);
+    if (Waiter* w = front(receivers_)) {
       const int r = ring_->try_pop(receiver_slot(w));
       if (r != kWouldBlock) {  // a value, or closed and drained
         unlink(w);
         w->done = true;
-        sec.woken.push(w);
+        sec.wake(w);
         moved = (r == kDone);
       }
     }
@@ -410,59 +381,27 @@ class Channel {
   bool handoff_from_sender() noexcept {
     if (n_senders_.load(std::memory_order_seq_cst) == 0) return false;
     bool moved = false;
-    Section sec(*this);
-    if (Waiter* w = senders_.head) {
+    Section sec(lock_);
+    if (Waiter* w = front(senders_)) {
       if (ring_->try_push(sender_value(w)) == kDone) {
         unlink(w);
         w->done = true;
-        sec.woken.push(w);
+        sec.wake(w);
         moved = true;
       }
     }
     return moved;
   }
 
-  struct ThreadSend : Waiter {
-    ThreadSend(Channel* c, T v) : value(std::move(v)) {
-      this->ch = c;
-      this->thread = &wake;
-    }
+  struct ThreadSend final : Waiter {
+    ThreadSend(Channel* c, T v) : Waiter(c), value(std::move(v)) {}
     T value;
     detail::ThreadWake wake;
   };
-  struct ThreadRecv : Waiter {
-    ThreadRecv(Channel* c, std::optional<T>& out) : slot(&out) {
-      this->ch = c;
-      this->thread = &wake;
-    }
+  struct ThreadRecv final : Waiter {
+    ThreadRecv(Channel* c, std::optional<T>& out) : Waiter(c), slot(&out) {}
     std::optional<T>* slot;
     detail::ThreadWake wake;
-  };
-
-  // Waiters to wake once the lock is released, linked through `next`.
-  struct WakeList {
-    Waiter* head = nullptr;
-    void push(Waiter* w) noexcept {
-      w->next = head;
-      head = w;
-    }
-  };
-
-  // The lock held for one step: released on every way out (a throwing move
-  // of T included), then whoever the step completed is woken.
-  class Section {
-   public:
-    explicit Section(Channel& c) noexcept : c_(c) { c_.lock_.lock(); }
-    ~Section() {
-      c_.lock_.unlock();
-      c_.wake_all(woken);
-    }
-    Section(const Section&) = delete;
-    Section& operator=(const Section&) = delete;
-    WakeList woken;
-
-   private:
-    Channel& c_;
   };
 
   static void check_not_worker(const char* what) {
@@ -472,49 +411,11 @@ class Channel {
     }
   }
 
-  void wake_all(WakeList& woken) noexcept {
-    Waiter* w = woken.head;
-    woken.head = nullptr;
-    while (w != nullptr) {
-      Waiter* next = w->next;
-      if (w->fiber != nullptr) {
-        detail::Fiber* f = w->fiber;
-        detail::disarm_wait(f, w);
-        detail::schedule(f);  // w may be gone from here on
-      } else {
-        w->thread->notify();
-      }
-      w = next;
-    }
-  }
-
-  void link(WaitList& l, Waiter* w) noexcept {
-    w->linked = true;
-    w->list = &l;
-    w->next = nullptr;
-    w->prev = l.tail;
-    if (l.tail != nullptr) {
-      l.tail->next = w;
-    } else {
-      l.head = w;
-    }
-    l.tail = w;
-  }
+  static Waiter* front(const detail::WaitList& l) noexcept { return static_cast<Waiter*>(l.front()); }
+  // A waker's claim (under the lock): out of its list, and out of the count.
   void unlink(Waiter* w) noexcept {
-    WaitList& l = *w->list;
-    if (ring_) (&l == &senders_ ? n_senders_ : n_receivers_).fetch_sub(1, std::memory_order_seq_cst);
-    if (w->prev != nullptr) {
-      w->prev->next = w->next;
-    } else {
-      l.head = w->next;
-    }
-    if (w->next != nullptr) {
-      w->next->prev = w->prev;
-    } else {
-      l.tail = w->prev;
-    }
-    w->linked = false;
-    w->prev = w->next = nullptr;
+    unannounce(w->list());
+    w->unlink_locked();
   }
 
   static T& sender_value(Waiter* w) noexcept {
@@ -532,13 +433,13 @@ class Channel {
     return i >= capacity_ ? i - capacity_ : i;
   }
 
-  int try_send_locked(T& v, WakeList& woken) {
+  int try_send_locked(T& v, Section& sec) {
     if (closed_) return kClosed;
-    if (Waiter* r = receivers_.head) {  // only when the buffer is empty
+    if (Waiter* r = front(receivers_)) {  // only when the buffer is empty
       receiver_slot(r).emplace(std::move(v));
       unlink(r);
       r->done = true;
-      woken.push(r);
+      sec.wake(r);
       return kDone;
     }
     if (count_ < capacity_) {
@@ -549,13 +450,13 @@ class Channel {
     return kWouldBlock;
   }
 
-  int try_recv_locked(std::optional<T>& out, WakeList& woken) {
+  int try_recv_locked(std::optional<T>& out, Section& sec) {
     if (count_ > 0) {
       out.emplace(std::move(*buffer_[head_]));
       buffer_[head_].reset();
       if (++head_ == capacity_) head_ = 0;
       --count_;
-      if (Waiter* s = senders_.head) {  // refill from the longest-waiting sender
+      if (Waiter* s = front(senders_)) {  // refill from the longest-waiting sender
         unlink(s);
         try {
           buffer_[slot_after(count_)].emplace(std::move(sender_value(s)));
@@ -564,15 +465,15 @@ class Channel {
         } catch (...) {
           s->error = std::current_exception();  // the sender's send throws it; our value is ours
         }
-        woken.push(s);
+        sec.wake(s);
       }
       return kDone;
     }
-    if (Waiter* s = senders_.head) {  // rendezvous
+    if (Waiter* s = front(senders_)) {  // rendezvous
       out.emplace(std::move(sender_value(s)));
       unlink(s);
       s->done = true;
-      woken.push(s);
+      sec.wake(s);
       return kDone;
     }
     return closed_ ? kClosed : kWouldBlock;
@@ -588,8 +489,8 @@ class Channel {
   std::size_t head_ = 0;
   std::size_t count_ = 0;
   bool closed_ = false;
-  WaitList senders_;
-  WaitList receivers_;
+  detail::WaitList senders_;
+  detail::WaitList receivers_;
   mutable detail::SpinLock lock_;
 };
 

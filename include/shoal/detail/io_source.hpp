@@ -11,6 +11,7 @@
 #include "shoal/detail/fiber.hpp"
 #include "shoal/detail/spin_lock.hpp"
 #include "shoal/detail/sync_shim.hpp"
+#include "shoal/detail/wait_queue.hpp"
 #include "shoal/runtime/errors.hpp"
 
 namespace shoal::detail {
@@ -27,18 +28,6 @@ struct IoCore {
   bool rearm = false;                 // the backend needs re-arming after each report (poll)
 };
 
-/// One task waiting on an IoSource. Lives in the awaiting frame.
-struct IoWaiter final : WaitHook {
-  IoSource* src = nullptr;
-  Fiber* fiber = nullptr;
-  IoWaiter* prev = nullptr;
-  IoWaiter* next = nullptr;
-  std::uint32_t interest = 0;
-  bool linked = false;     // guarded by src->lock
-  bool cancelled = false;
-  bool cancel_wait() noexcept override;
-};
-
 struct IoSource {
   static constexpr std::uint32_t kReadable = 1, kWritable = 2;
   static constexpr std::uint32_t kTick = 1u << 8;  // bumped by every readiness event
@@ -49,8 +38,15 @@ struct IoSource {
   // event arrived since the caller read the state, so an edge is never lost.
   shim::atomic<std::uint32_t> state{0};
   SpinLock lock;
-  IoWaiter* waiters = nullptr;  // guarded by lock
+  WaitList waiters;  // IoWaiters, guarded by lock
   IoSource* next_release = nullptr;
+};
+
+/// One task waiting on an IoSource. Lives in the awaiting frame.
+struct IoWaiter final : Waiter {
+  IoWaiter(IoSource* s, std::uint32_t bits) noexcept : Waiter(s->lock), src(s), interest(bits) {}
+  IoSource* src;
+  std::uint32_t interest;
 };
 
 /// Registers `fd` (non-blocking, edge-triggered, both directions, for its
@@ -109,10 +105,7 @@ bool io_wait_suspend(IoWaiter& w, Fiber* f, std::coroutine_handle<> h) noexcept;
 /// Waits until `interest` is (or may be) ready. Checkpoint: yes.
 struct IoReadyAwaiter {
   IoWaiter w;
-  IoReadyAwaiter(IoSource* s, std::uint32_t interest) noexcept {
-    w.src = s;
-    w.interest = interest;
-  }
+  IoReadyAwaiter(IoSource* s, std::uint32_t interest) noexcept : w(s, interest) {}
   bool await_ready() const noexcept { return false; }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {

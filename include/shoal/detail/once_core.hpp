@@ -1,14 +1,13 @@
 // The state and waiters of a Once, independent of its value type.
 #pragma once
 
-#include <condition_variable>
 #include <coroutine>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "shoal/detail/fiber.hpp"
 #include "shoal/detail/sync_shim.hpp"
+#include "shoal/detail/wait_queue.hpp"
 #include "shoal/runtime/errors.hpp"
 
 namespace shoal::detail {
@@ -36,39 +35,30 @@ class OnceCore {
   [[noreturn]] void throw_failed() const;
 
   /// Waits (a task) while running. Checkpoint: yes.
-  class Awaiter final : public WaitHook {
+  class Awaiter final : public Waiter {
    public:
-    explicit Awaiter(OnceCore& core) noexcept : core_(core) {}
+    explicit Awaiter(OnceCore& core) noexcept : Waiter(core.lock_), core_(core) {}
     bool await_ready() const noexcept { return core_.state() != running; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) noexcept {
       return suspend(fiber_of(h), h);
     }
     void await_resume() const {
-      if (cancelled_) throw Cancelled{};
+      if (cancelled) throw Cancelled{};
     }
-    bool cancel_wait() noexcept override;
 
    private:
-    friend class OnceCore;
     bool suspend(Fiber* f, std::coroutine_handle<> h) noexcept;
     OnceCore& core_;
-    Fiber* f_ = nullptr;
-    Awaiter* prev_ = nullptr;
-    Awaiter* next_ = nullptr;
-    bool linked_ = false;
-    bool cancelled_ = false;
   };
   /// Blocks a plain thread while running.
-  void wait_blocking();
+  void wait_blocking() noexcept;
 
  private:
   shim::atomic<std::uint32_t> state_{empty};
   std::string what_;
-  std::mutex mu_;
-  std::condition_variable cv_;  // thread waiters
-  int thread_waiters_ = 0;      // guarded by mu_
-  Awaiter* head_ = nullptr;     // task waiters, guarded by mu_
+  SpinLock lock_;
+  WaitList waiters_;  // tasks and threads, guarded by lock_
 };
 
 }  // namespace shoal::detail

@@ -27,35 +27,34 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <coroutine>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "shoal/detail/fiber.hpp"
 #include "shoal/detail/spin_lock.hpp"
 #include "shoal/detail/sync_shim.hpp"
+#include "shoal/detail/wait_queue.hpp"
 #include "shoal/runtime/errors.hpp"
 
 namespace shoal::detail {
 
 class PermitCore;
 
-struct PermitWaiter {
-  // idle until linked: a canceller that looks before the waiter is in the
-  // queue must not take it for queued (it would "unlink" a node that is
-  // not there and resume a task that is still inside await_suspend).
-  enum class State : std::uint8_t { idle, queued, woken, granted, left };
-  PermitWaiter* prev = nullptr;
-  PermitWaiter* next = nullptr;
+/// One task or thread waiting for permits, on the core's wait list.
+struct PermitWaiter final : Waiter {
+  // What a dispatch gave a waiter it unlinked (a canceller's unlink is
+  // Waiter::cancelled): woken to retry (it may lose to a barger), or
+  // granted its permits outright.
+  enum class State : std::uint8_t { waiting, woken, granted };
+  explicit PermitWaiter(PermitCore& c) noexcept;
+  PermitCore& core;
   std::uint32_t n = 0;
   std::int64_t since = 0;  // coarse ns when it first had to wait
-  State state = State::idle;  // guarded by the core's lock
-  Fiber* fiber = nullptr;  // a task waiter; null for a thread waiter
-  WaitHook* hook = nullptr;  // the task waiter's awaiter
-  // Thread waiters block here (guarded by the core's lock).
-  std::condition_variable_any* cv = nullptr;
+  State state = State::waiting;  // guarded by the core's lock
+
+ private:
+  void left_locked() noexcept override;
 };
 
 class PermitCore {
@@ -98,10 +97,10 @@ class PermitCore {
   /// and returns false). Takes them at once if it may; else waits in the
   /// queue until granted or woken to retry. `since` (0 at the first attempt) keeps the
   /// waiter's age across retries; `retry` re-queues at the head.
-  class Awaiter final : public WaitHook {
+  class Awaiter final {
    public:
     Awaiter(PermitCore& core, std::uint32_t n, std::int64_t& since, bool& woken) noexcept
-        : core_(core), since_(since), woken_(woken) {
+        : core_(core), since_(since), woken_(woken), w_(core) {
       w_.n = n;
     }
     bool await_ready() const noexcept { return false; }
@@ -112,7 +111,6 @@ class PermitCore {
     /// True: the permits are ours. False: woken to retry. Throws Cancelled
     /// (having handed on anything it was given).
     bool await_resume() { return resume(); }
-    bool cancel_wait() noexcept override;
 
    private:
     bool suspend(Fiber* f, std::coroutine_handle<> h);
@@ -121,8 +119,7 @@ class PermitCore {
     std::int64_t& since_;
     bool& woken_;
     PermitWaiter w_;
-    bool cancelled_ = false;
-    bool left_queue_ = false;
+    bool cancelled_ = false;  // seen before it queued
   };
 
   /// Blocks the calling (non-worker) thread until it holds `n` permits, or
@@ -134,6 +131,7 @@ class PermitCore {
 
  private:
   friend class Awaiter;
+  friend struct PermitWaiter;
   static constexpr int kSpins = 16;
   // A holder on another worker usually leaves within a few hundred cycles
   // (bodies are short): a short look before queueing avoids a queue and
@@ -143,13 +141,9 @@ class PermitCore {
   // (so a concurrent release takes the slow path), then tries the permits.
   bool take_or_mark_locked(std::uint32_t n) noexcept;
   void clear_if_empty_locked() noexcept;
-  void link_locked(PermitWaiter* w, bool at_head) noexcept;
-  void unlink_locked(PermitWaiter* w) noexcept;
-  // Under mu_: grants or wakes what the current permits allow; returns the
-  // task waiters to schedule after the lock is dropped (threads are
-  // notified under it).
-  PermitWaiter* dispatch_locked() noexcept;
-  static void wake(PermitWaiter* list) noexcept;
+  // Under mu_: grants or wakes what the current permits allow; the section
+  // wakes them once the lock is dropped.
+  void dispatch_locked(WaitSection& sec) noexcept;
   void kick() noexcept;  // dispatch: after a release that saw kWaiters, or a waiter that left
 
   shim::atomic<std::uint64_t> state_;
@@ -165,8 +159,7 @@ class PermitCore {
   // A spin lock: its sections are a few pointer moves, and a std::mutex
   // sent both workers into futex calls under contention.
   SpinLock mu_;
-  PermitWaiter* head_ = nullptr;  // guarded by mu_
-  PermitWaiter* tail_ = nullptr;
+  WaitList waiters_;  // PermitWaiters, guarded by mu_
 };
 
 /// Blocking forms need a plain thread: throws std::logic_error naming `call`

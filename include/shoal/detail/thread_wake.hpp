@@ -1,6 +1,8 @@
-// A one-shot wake-up for a plain thread blocked in a bridge call.
+// A one-shot wake-up for a plain thread blocked in a bridge call (a channel's
+// or a lock's blocking form): the thread half of the one wait queue.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 #include "shoal/detail/sync_shim.hpp"
@@ -9,17 +11,31 @@ namespace shoal::detail {
 
 class ThreadWake {
  public:
-  void wait() noexcept {
-    while (flag_.load(std::memory_order_acquire) == 0) flag_.wait(0, std::memory_order_acquire);
-  }
-  void notify() noexcept {
-    flag_.store(1, std::memory_order_release);
-    flag_.notify_one();
-  }
+  /// Blocks until notify().
+  void wait() noexcept;
+  /// Blocks until notify() (true) or `deadline` (false).
+  bool wait_until(std::chrono::steady_clock::time_point deadline) noexcept;
+  /// Any thread; once. The waiter may return (and destroy this) as soon as
+  /// the flag is set: nothing after that touches more than the address.
+  void notify() noexcept;
 
  private:
   shim::atomic<std::uint32_t> flag_{0};
 };
+
+#if defined(SHOAL_MODEL)
+inline void ThreadWake::wait() noexcept {
+  while (flag_.load(std::memory_order_acquire) == 0) flag_.wait(0, std::memory_order_acquire);
+}
+inline bool ThreadWake::wait_until(std::chrono::steady_clock::time_point) noexcept {
+  wait();  // the model has no clock: a timed wait is an untimed one
+  return true;
+}
+inline void ThreadWake::notify() noexcept {
+  flag_.store(1, std::memory_order_release);
+  flag_.notify_one();
+}
+#endif
 
 /// True on one of a runtime's worker threads (where blocking is a bug).
 bool on_worker_thread() noexcept;
