@@ -76,14 +76,22 @@ bool arm_wait(Fiber* f, WaitHook* w) noexcept {
   return true;
 }
 
-void disarm_wait(Fiber* f, WaitHook* w) noexcept {
-  WaitHook* h = w;
+namespace {
+void disarm_slow(Fiber* f, WaitHook* w) noexcept {
   SpinWait wait;
+  WaitHook* h = w;
   while (!f->hook.compare_exchange_weak(h, nullptr, std::memory_order_acq_rel)) {
     if (h == nullptr) return;  // a canceller already cleared it
     if (h != w) wait.pause();  // kBusy: a canceller is inspecting our hook
     h = w;
   }
+}
+}  // namespace
+
+void disarm_wait(Fiber* f, WaitHook* w) noexcept {
+  WaitHook* h = w;
+  if (f->hook.compare_exchange_strong(h, nullptr, std::memory_order_acq_rel) || h == nullptr) return;
+  disarm_slow(f, w);  // kBusy: a canceller is inspecting our hook
 }
 
 void CancelNode::attach(CancelNode* parent_node, Fiber* body_fiber, Scheduler* s) noexcept {

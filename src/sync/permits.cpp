@@ -182,13 +182,14 @@ bool PermitCore::acquire_blocking(std::uint32_t n, const std::chrono::steady_clo
     if (deadline == nullptr) {
       wake.wait();
     } else if (!wake.wait_until(*deadline)) {
-      WaitSection sec(mu_);
-      if (w.is_linked()) {  // still queued: leave, and pass on what this release could serve
-        w.unlink_locked();
-        dispatch_locked(sec);
-        return false;
+      {
+        WaitSection sec(mu_);
+        if (w.is_linked()) {  // still queued: leave, and pass on what this release could serve
+          w.unlink_locked();
+          dispatch_locked(sec);
+          return false;
+        }
       }
-      sec.unlock();
       wake.wait();  // a dispatch claimed us as the deadline passed: its wake is on the way
     }
     if (w.state == PermitWaiter::State::granted) return true;

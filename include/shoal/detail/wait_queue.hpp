@@ -82,36 +82,13 @@ class Waiter : public WaitHook, public ListHook<> {
 
 /// A primitive's lock held for one step: released on every way out (a
 /// throwing move of a user's value included), then every waiter the step
-/// claimed is woken, in the order claimed.
+/// claimed is woken (the last claimed first).
 class WaitSection {
  public:
   explicit WaitSection(SpinLock& lock) noexcept : lock_(lock) { lock_.lock(); }
   ~WaitSection() {
-    if (locked_) lock_.unlock();
-    wake_all();
-  }
-  WaitSection(const WaitSection&) = delete;
-  WaitSection& operator=(const WaitSection&) = delete;
-
-  /// Wakes `w` once the lock is released. `w` must be unlinked already.
-  void wake(Waiter* w) noexcept {
-    w->wake_next = nullptr;
-    if (tail_ != nullptr) {
-      tail_->wake_next = w;
-    } else {
-      head_ = w;
-    }
-    tail_ = w;
-  }
-  /// Releases the lock early (the wakes still wait for the destructor).
-  void unlock() noexcept {
     lock_.unlock();
-    locked_ = false;
-  }
-
- private:
-  void wake_all() noexcept {
-    for (Waiter* w = head_; w != nullptr;) {
+    for (Waiter* w = woken_; w != nullptr;) {
       Waiter* next = w->wake_next;  // w may be gone once woken
       if (Fiber* f = w->fiber) {
         disarm_wait(f, w);
@@ -122,10 +99,18 @@ class WaitSection {
       w = next;
     }
   }
+  WaitSection(const WaitSection&) = delete;
+  WaitSection& operator=(const WaitSection&) = delete;
+
+  /// Wakes `w` once the lock is released. `w` must be unlinked already.
+  void wake(Waiter* w) noexcept {
+    w->wake_next = woken_;
+    woken_ = w;
+  }
+
+ private:
   SpinLock& lock_;
-  bool locked_ = true;
-  Waiter* head_ = nullptr;
-  Waiter* tail_ = nullptr;
+  Waiter* woken_ = nullptr;
 };
 
 enum class WaitStep : std::uint8_t { done, cancelled, suspended };
