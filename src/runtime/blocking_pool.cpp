@@ -1,7 +1,7 @@
 // Blocking pool and wait_readable.
 //
-// A job is claimed exactly once: by a pool thread (popped under mu_) or by
-// a canceller (removed under mu_ before it ran). A running job's waiter is
+// A job is claimed exactly once: by a pool thread (popped under the pool's
+// lock) or by a canceller (unlinked under it before it ran). A running job's waiter is
 // resumed by the pool thread after run() returns: disarm, then schedule.
 // wait_readable's wake fd is created under the job's wake mutex, and the
 // cancellation flag is read after that, so a cancel that happened before
@@ -47,13 +47,15 @@ void BlockingJob::signal_cancel() noexcept {
 
 bool BlockingJob::cancel_wait() noexcept {
   Scheduler* s = waiter->sched;
-  if (s->blocking().remove(this)) {  // never ran: the awaiter throws Cancelled
+  if (Waiter::cancel_wait()) {  // never ran: the awaiter throws Cancelled
     s->blocking_finished();
     return true;
   }
   signal_cancel();  // running: it sees the flag; we resume when it returns
   return false;
 }
+
+void BlockingJob::bind_pool(Scheduler* s) noexcept { bind(s->blocking().lock()); }
 
 bool blocking_submit(Scheduler* s, BlockingJob* job) noexcept {
   s->blocking_started();
@@ -62,76 +64,81 @@ bool blocking_submit(Scheduler* s, BlockingJob* job) noexcept {
   return false;
 }
 
+namespace {
+// An idle pool thread, queued on the pool's idle list.
+struct IdleThread final : Waiter {
+  explicit IdleThread(SpinLock& lock) noexcept : Waiter(lock) {}
+};
+}  // namespace
+
 bool BlockingPool::submit(BlockingJob* job, const Fiber* unless) noexcept {
   bool start_thread = false;
   {
-    shim::lock_guard<shim::mutex> g(mu_);
+    WaitSection sec(lock_);
     if (unless != nullptr && unless->cancelled()) return false;
-    queue_.push_back(job);
-    if (idle_ > 0) {  // claim an idle thread: the next submit must not count it again
-      --idle_;
-      ++notified_;
+    job->link_locked(jobs_);
+    if (Waiter* idle = idle_.pop_front()) {
+      sec.wake(idle);  // claimed: the next submit cannot count it again
     } else if (threads_ < max_threads_) {
       ++threads_;
       start_thread = true;
     }  // else: at the cap, the job waits for a busy thread
   }
   if (start_thread) {
+    live_threads_.fetch_add(1, std::memory_order_relaxed);
     try {
       std::thread([this] { thread_main(); }).detach();
     } catch (...) {
       // No thread: the job waits for a busy one (there is at least one, or
       // this is the first and the job would never run: say so).
-      shim::lock_guard<shim::mutex> g(mu_);
+      live_threads_.fetch_sub(1, std::memory_order_relaxed);
+      WaitSection sec(lock_);
       --threads_;
       if (threads_ == 0) std::fputs("shoal: could not start a blocking-pool thread\n", stderr);
     }
-  } else {
-    cv_.notify_one();
   }
-  return true;
-}
-
-bool BlockingPool::remove(BlockingJob* job) noexcept {
-  shim::lock_guard<shim::mutex> g(mu_);
-  if (!job->is_linked()) return false;  // running or done
-  queue_.remove(job);
   return true;
 }
 
 std::size_t BlockingPool::threads() const noexcept {
-  shim::lock_guard<shim::mutex> g(mu_);
+  WaitSection sec(lock_);
   return threads_;
 }
 
-// A thread runs jobs while there are any, then waits as an idle thread until
-// a submit claims it (notified_), the pool shuts down, or keep_alive passes.
-// Spurious wake-ups and jobs taken by busy threads meanwhile are harmless: a
-// claim is a count, consumed by whichever idle thread wakes first.
-bool BlockingPool::wait_for_claim(shim::unique_lock<shim::mutex>& g) noexcept {
-  ++idle_;
-  for (;;) {
-    const bool timed_out = cv_.wait_for(g, keep_alive_) == std::cv_status::timeout;
-    if (notified_ > 0) {
-      --notified_;  // the submit already took us off idle_
-      return true;
-    }
-    if (shutdown_ || timed_out) {
-      --idle_;
+bool BlockingPool::wait_idle() noexcept {
+  IdleThread me(lock_);
+  ThreadWake wake;
+  {
+    WaitSection sec(lock_);
+    if (shutdown_) return false;
+    me.thread = &wake;
+    me.link_locked(idle_);
+  }
+  if (wake.wait_until(std::chrono::steady_clock::now() + keep_alive_)) return true;
+  {
+    WaitSection sec(lock_);
+    if (me.is_linked()) {  // idle too long and nobody claimed us: leave
+      me.unlink_locked();
       return false;
     }
   }
+  wake.wait();  // claimed as the keep-alive ran out: the wake is on the way
+  return true;
 }
 
+// A thread runs jobs while there are any, then waits on the idle list until
+// a submit claims it, the pool shuts down, or keep_alive passes.
 void BlockingPool::thread_main() noexcept {
-  shim::unique_lock<shim::mutex> g(mu_);
   for (;;) {
-    BlockingJob* job = queue_.pop_front();
-    if (job == nullptr) {
-      if (shutdown_ || !wait_for_claim(g)) break;
-      continue;
+    BlockingJob* job;
+    {
+      WaitSection sec(lock_);
+      job = static_cast<BlockingJob*>(jobs_.pop_front());
     }
-    g.unlock();
+    if (job == nullptr) {
+      if (wait_idle()) continue;
+      break;  // idle too long, or shutting down
+    }
     tls_job = job;
     job->run();
     tls_job = nullptr;
@@ -140,17 +147,25 @@ void BlockingPool::thread_main() noexcept {
     disarm_wait(f, job);
     schedule(f);  // job may be gone from here on
     s->blocking_finished();  // after the wake, so a manual clock never skips ahead of it
-    g.lock();
   }
-  --threads_;
-  exit_cv_.notify_all();
+  {
+    WaitSection sec(lock_);
+    --threads_;
+  }
+  live_threads_.fetch_sub(1, std::memory_order_release);
+  live_threads_.notify_all();
 }
 
 BlockingPool::~BlockingPool() {
-  shim::unique_lock<shim::mutex> g(mu_);
-  shutdown_ = true;
-  cv_.notify_all();
-  exit_cv_.wait(g, [this] { return threads_ == 0; });
+  {
+    WaitSection sec(lock_);
+    shutdown_ = true;
+    while (Waiter* idle = idle_.pop_front()) sec.wake(idle);
+  }
+  for (std::size_t n = live_threads_.load(std::memory_order_acquire); n != 0;
+       n = live_threads_.load(std::memory_order_acquire)) {
+    live_threads_.wait(n, std::memory_order_acquire);
+  }
 }
 
 }  // namespace shoal::detail

@@ -1,14 +1,15 @@
 // The elastic blocking pool: threads are started on demand up to a cap, and
-// leave after 10 s idle. Every queued job has a thread on its way: a submit
-// either claims an idle thread that nobody has claimed yet (and wakes it) or
-// starts one, so k jobs behind i idle threads start k - i threads at once.
+// leave after 10 s idle. Both its queues are on the one wait queue: jobs wait
+// for a thread, idle threads wait for a job. Every queued job has a thread
+// on its way: a submit claims an idle thread by unlinking it (and wakes it)
+// or starts one, so k jobs behind i idle threads start k - i threads at once.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 
-#include "shoal/detail/intrusive_list.hpp"
 #include "shoal/detail/sync_shim.hpp"
+#include "shoal/detail/wait_queue.hpp"
 #include "shoal/runtime/spawn_blocking.hpp"
 
 namespace shoal::detail {
@@ -22,25 +23,24 @@ class BlockingPool {
   /// job is awaited by a task, and tasks finish before the runtime ends).
   ~BlockingPool();
 
-  bool submit(BlockingJob* job, const Fiber* unless_cancelled) noexcept;
-  /// Takes `job` off the queue if it has not started. O(1).
-  bool remove(BlockingJob* job) noexcept;
+  /// Queues `job` (bound to this pool's lock) unless `unless` is cancelled.
+  bool submit(BlockingJob* job, const Fiber* unless) noexcept;
+  SpinLock& lock() noexcept { return lock_; }
   std::size_t threads() const noexcept;
 
  private:
   void thread_main() noexcept;
-  bool wait_for_claim(shim::unique_lock<shim::mutex>& g) noexcept;
+  /// Idle until a submit claims this thread (true) or keep_alive passes.
+  bool wait_idle() noexcept;
 
   const std::size_t max_threads_;
   const std::chrono::milliseconds keep_alive_;
-  mutable shim::mutex mu_;
-  shim::condition_variable cv_;       // jobs or shutdown
-  shim::condition_variable exit_cv_;  // a thread left
-  IntrusiveList<BlockingJob> queue_;  // guarded by mu_
-  std::size_t threads_ = 0;
-  std::size_t idle_ = 0;      // waiting for work and not claimed by a submit
-  std::size_t notified_ = 0;  // wake-ups owed to idle threads a submit claimed
-  bool shutdown_ = false;
+  mutable SpinLock lock_;
+  WaitList jobs_;  // BlockingJobs not started, guarded by lock_
+  WaitList idle_;  // idle threads (thread Waiters): a submit claims one by unlinking it
+  std::size_t threads_ = 0;  // guarded by lock_
+  bool shutdown_ = false;    // guarded by lock_
+  shim::atomic<std::size_t> live_threads_{0};  // for the destructor's wait
 };
 
 /// The blocking job the calling thread runs, if any.

@@ -35,6 +35,10 @@ using WaitList = IntrusiveList<Waiter>;
 class Waiter : public WaitHook, public ListHook<> {
  public:
   explicit Waiter(SpinLock& lock) noexcept : lock_(&lock) {}
+  /// For a waiter that learns its primitive only when it waits (a blocking
+  /// job finds its pool through the awaiting task): bind() before publishing.
+  Waiter() noexcept = default;
+  void bind(SpinLock& lock) noexcept { lock_ = &lock; }
   Waiter(const Waiter&) = delete;
   Waiter& operator=(const Waiter&) = delete;
 
@@ -76,7 +80,7 @@ class Waiter : public WaitHook, public ListHook<> {
   virtual void left_locked() noexcept {}
 
  private:
-  SpinLock* lock_;
+  SpinLock* lock_ = nullptr;
   WaitList* list_ = nullptr;
 };
 

@@ -12,8 +12,8 @@
 #include <utility>
 
 #include "shoal/detail/fiber.hpp"
-#include "shoal/detail/intrusive_list.hpp"
 #include "shoal/detail/sync_shim.hpp"
+#include "shoal/detail/wait_queue.hpp"
 #include "shoal/runtime/errors.hpp"
 #include "shoal/runtime/task.hpp"
 
@@ -21,8 +21,10 @@ namespace shoal {
 
 namespace detail {
 
-/// A job for the blocking pool. Lives in the awaiting coroutine's frame.
-class BlockingJob : public WaitHook, public ListHook<> {
+/// A job for the blocking pool: a waiter on the pool's job queue (a pool
+/// thread claims it by unlinking, as a canceller does before it starts).
+/// Lives in the awaiting coroutine's frame.
+class BlockingJob : public Waiter {
  public:
   Fiber* waiter = nullptr;
 
@@ -33,9 +35,13 @@ class BlockingJob : public WaitHook, public ListHook<> {
   /// Creates the wake eventfd on first use; -1 if that failed.
   int wake_fd() noexcept;
   bool cancelled() const noexcept { return waiter != nullptr && waiter->cancelled(); }
+  /// Binds the job to `s`'s pool (its lock) before it is published.
+  void bind_pool(Scheduler* s) noexcept;
 
  protected:
   ~BlockingJob();
+  /// Queued: unlinked (the awaiter throws Cancelled). Running: interrupts
+  /// wait_readable and leaves the wake to the pool thread.
   bool cancel_wait() noexcept override;
 
  private:
@@ -58,6 +64,7 @@ class BlockingAwaiter final : public BlockingJob {
     Fiber* f = fiber_of(h);
     waiter = f;
     if (f == nullptr || f->cancelled()) return false;
+    bind_pool(f->sched);
     f->resume = h;
     publish_hook(f, this);
     if (blocking_submit(f->sched, this)) return true;  // completion or a canceller resumes us
