@@ -14,9 +14,9 @@
 //   exactly one of them owns the wake.
 // - Events are dispatched only by the thread holding the driver (a parked
 //   worker blocking in the backend, or a busy worker polling it every 61
-//   ticks without blocking). A deregistered source is pushed onto a release
-//   stack that the driver holder frees before its next backend wait: by then
-//   no harvested event can still point at it.
+//   ticks without blocking): src/runtime/driver/. A deregistered source is
+//   pushed onto a release stack that the driver holder frees before its next
+//   backend wait: by then no harvested event can still point at it.
 #include <cstdio>
 #include <cstdlib>
 #include <new>
@@ -25,7 +25,6 @@
 
 #include "shoal/detail/frame_alloc.hpp"
 #include "shoal/detail/io_source.hpp"
-#include "src/runtime/injector.hpp"
 #include "src/runtime/scheduler.hpp"
 
 namespace shoal::detail {
@@ -36,10 +35,10 @@ IoSource* io_register(int fd, std::uint32_t ready) {
   void* mem = frame_allocate(sizeof(IoSource));
   auto* s = ::new (mem) IoSource();
   s->fd = fd;
-  s->core = f->sched->io_core();
+  s->core = f->sched->driver().io_core();
   s->state.store(ready, std::memory_order_relaxed);
   try {
-    f->sched->io_add(s);
+    f->sched->driver().io_add(s);
   } catch (...) {
     s->~IoSource();
     frame_deallocate(mem, sizeof(IoSource));
@@ -63,7 +62,7 @@ void io_deregister(IoSource* s) noexcept {
     if (core->live.fetch_sub(1, std::memory_order_acq_rel) == 1) delete core;
     return;
   }
-  core->sched->io_release(s);
+  core->driver->io_release(s);
 }
 
 IoSource* IoSlot::get_slow(int fd, std::uint32_t ready) {
@@ -93,7 +92,7 @@ void IoSlot::release() noexcept {
 
 std::size_t io_registrations() noexcept {
   Fiber* f = current_fiber();
-  return f == nullptr ? 0 : f->sched->io_core()->live.load(std::memory_order_relaxed);
+  return f == nullptr ? 0 : f->sched->driver().io_core()->live.load(std::memory_order_relaxed);
 }
 
 bool io_wait_suspend(IoWaiter& w, Fiber* f, std::coroutine_handle<> h) noexcept {
@@ -117,95 +116,8 @@ bool io_wait_suspend(IoWaiter& w, Fiber* f, std::coroutine_handle<> h) noexcept 
     return false;
   }
   // Nothing may touch w or s from here on.
-  if (core->rearm) core->sched->io_rearm(fd, interest, s);
+  if (core->rearm) core->driver->io_rearm(fd, interest, s);
   return true;
-}
-
-// ---- Scheduler side ---------------------------------------------------------
-
-void Scheduler::io_add(IoSource* s) {
-  backend_->add(s->fd, io::readable | io::writable, s);
-  io_core_->live.fetch_add(1, std::memory_order_relaxed);
-}
-
-void Scheduler::io_rearm(int fd, std::uint32_t interest, const IoSource* token) noexcept {
-  std::uint32_t want = 0;
-  if ((interest & IoSource::kReadable) != 0) want |= io::readable;
-  if ((interest & IoSource::kWritable) != 0) want |= io::writable;
-  try {
-    // `token` may be freed (or reused) by now: the backend only compares it.
-    backend_->rearm(fd, want, const_cast<IoSource*>(token));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "shoal: I/O backend rearm failed: %s\n", e.what());
-  }
-}
-
-void Scheduler::io_release(IoSource* s) noexcept {
-  backend_->remove(s->fd);
-  IoSource* head = io_released_.load(std::memory_order_relaxed);
-  do {
-    s->next_release = head;
-  } while (!io_released_.compare_exchange_weak(head, s, std::memory_order_release, std::memory_order_relaxed));
-  io_core_->live.fetch_sub(1, std::memory_order_relaxed);
-}
-
-void Scheduler::reclaim_io() noexcept {
-  if (io_released_.load(std::memory_order_relaxed) == nullptr) return;
-  IoSource* s = io_released_.exchange(nullptr, std::memory_order_acquire);
-  while (s != nullptr) {
-    IoSource* next = s->next_release;
-    s->~IoSource();
-    frame_deallocate(s, sizeof(IoSource));
-    s = next;
-  }
-}
-
-void Scheduler::dispatch_io(const io::Event* events, std::size_t n) noexcept {
-  FiberBatch batch;
-  for (std::size_t i = 0; i < n; ++i) {
-    auto* s = static_cast<IoSource*>(events[i].token);
-    std::uint32_t bits = 0;
-    if ((events[i].ready & io::readable) != 0) bits |= IoSource::kReadable;
-    if ((events[i].ready & io::writable) != 0) bits |= IoSource::kWritable;
-    std::uint32_t v = s->state.load(std::memory_order_relaxed);
-    while (!s->state.compare_exchange_weak(v, (v + IoSource::kTick) | bits, std::memory_order_acq_rel,
-                                           std::memory_order_relaxed)) {
-    }
-    // Claim every waiter the event serves under the lock; wake after it.
-    Waiter* woken = nullptr;
-    s->lock.lock();
-    for (Waiter* w = s->waiters.front(); w != nullptr;) {
-      Waiter* next = s->waiters.next(w);
-      if ((static_cast<IoWaiter*>(w)->interest & bits) != 0) {
-        w->unlink_locked();
-        w->wake_next = woken;
-        woken = w;
-      }
-      w = next;
-    }
-    s->lock.unlock();
-    while (woken != nullptr) {
-      Waiter* w = woken;
-      woken = w->wake_next;
-      Fiber* f = w->fiber;
-      disarm_wait(f, w);
-      batch.push(f);  // w may be gone once f runs
-    }
-  }
-  schedule_batch(batch);
-}
-
-bool Scheduler::poll_io_now() noexcept {
-  if (io_core_->live.load(std::memory_order_relaxed) == 0 && io_released_.load(std::memory_order_relaxed) == nullptr) {
-    return false;
-  }
-  if (!try_lock_driver()) return false;
-  reclaim_io();
-  io::Event events[64];
-  const std::size_t n = backend_wait(std::chrono::nanoseconds(0), events);
-  dispatch_io(events, n);  // under the driver: no source in `events` can be reclaimed meanwhile
-  unlock_driver();
-  return n != 0;
 }
 
 }  // namespace shoal::detail

@@ -26,6 +26,15 @@ struct FiberBatch {
     tail = f;
     ++count;
   }
+  Fiber* pop_front() noexcept {
+    Fiber* f = head;
+    if (f == nullptr) return nullptr;
+    head = f->next;
+    if (head == nullptr) tail = nullptr;
+    --count;
+    f->next = nullptr;
+    return f;
+  }
   bool empty() const noexcept { return head == nullptr; }
 };
 
@@ -59,13 +68,7 @@ class Injector {
     FiberBatch out;
     if (len_.load(std::memory_order_acquire) == 0) return out;
     std::lock_guard<shim::mutex> g(mu_);
-    while (out.count < max && list_.head != nullptr) {
-      Fiber* f = list_.head;
-      list_.head = f->next;
-      out.push(f);
-    }
-    if (list_.head == nullptr) list_.tail = nullptr;
-    list_.count -= out.count;
+    while (out.count < max && !list_.empty()) out.push(list_.pop_front());
     len_.store(list_.count, std::memory_order_release);
     return out;
   }

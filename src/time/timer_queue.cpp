@@ -105,11 +105,13 @@ std::size_t TimerQueue::size() const noexcept {
   return heap_.size();
 }
 
-TimerInsert timer_insert(Scheduler* s, TimerEntry* e, const Fiber* unless) noexcept { return s->add_timer(e, unless); }
-bool timer_remove(Scheduler* s, TimerEntry* e) noexcept { return s->timers().remove(e); }
+TimerInsert timer_insert(Scheduler* s, TimerEntry* e, const Fiber* unless) noexcept {
+  return s->driver().add_timer(e, unless);
+}
+bool timer_remove(Scheduler* s, TimerEntry* e) noexcept { return s->driver().remove_timer(e); }
 
 void timer_cancel_and_wait(Scheduler* s, TimerEntry* e) noexcept {
-  if (s->timers().remove(e)) return;
+  if (s->driver().remove_timer(e)) return;
   SpinWait wait;  // the firing thread is inside e's callback: a few instructions, unless preempted
   while (e->state.load(std::memory_order_acquire) == TimerEntry::firing) wait.pause();
 }

@@ -17,12 +17,13 @@
 namespace shoal::detail {
 
 struct IoSource;
+class Driver;
 
-/// What an IoSource needs of its runtime. Separate from the Scheduler so a
+/// What an IoSource needs of its runtime. Separate from the driver so a
 /// socket that outlives its runtime (bound before `run`, destroyed after)
 /// can still be closed: a dead core just frees the source.
 struct IoCore {
-  Scheduler* sched = nullptr;
+  Driver* driver = nullptr;
   shim::atomic<std::size_t> live{0};  // registered sources
   shim::atomic<bool> dead{false};     // the runtime is gone
   bool rearm = false;                 // the backend needs re-arming after each report (poll)

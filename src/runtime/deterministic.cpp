@@ -1,0 +1,71 @@
+// The deterministic executor (see deterministic.hpp).
+#include "src/runtime/deterministic.hpp"
+
+#include "shoal/detail/test_hooks.hpp"
+#include "src/runtime/scheduler.hpp"
+
+namespace shoal::detail {
+namespace {
+shim::atomic<const StepHook*> g_step_hook{nullptr};
+}  // namespace
+
+void set_step_hook(const StepHook* hook) noexcept { g_step_hook.store(hook, std::memory_order_release); }
+
+void DeterministicExecutor::push_locked(Fiber* f) noexcept {
+  try {
+    ready_.push_back(f);
+  } catch (...) {  // no memory to grow the ready list: it waits in an intrusive one
+    overflow_.push(f);
+  }
+}
+
+void DeterministicExecutor::push(Fiber* f) noexcept {
+  shim::lock_guard<shim::mutex> g(mu_);
+  push_locked(f);
+}
+
+void DeterministicExecutor::push_batch(FiberBatch& batch) noexcept {
+  shim::lock_guard<shim::mutex> g(mu_);
+  for (Fiber* f = batch.head; f != nullptr;) {
+    Fiber* next = f->next;
+    push_locked(f);
+    f = next;
+  }
+  batch = FiberBatch{};
+}
+
+Fiber* DeterministicExecutor::pick() noexcept {
+  shim::lock_guard<shim::mutex> g(mu_);
+  if (!ready_.empty()) {
+    const std::size_t i = rng_() % ready_.size();
+    Fiber* f = ready_[i];
+    ready_[i] = ready_.back();
+    ready_.pop_back();
+    return f;
+  }
+  return overflow_.pop_front();
+}
+
+void DeterministicExecutor::run(Scheduler& s, Worker& w) noexcept {
+  Driver& d = s.driver();
+  for (;;) {
+    if (Fiber* f = pick()) {
+      s.run_fiber(w, f);
+      if (const StepHook* h = g_step_hook.load(std::memory_order_acquire)) h->after_step(h->ctx);
+      continue;
+    }
+    if (s.shutting_down()) break;
+    // Ready I/O first: the manual clock must not jump past a wait whose
+    // event is already in the kernel (a connect would time out at once).
+    if (d.poll_io_now() || d.fire_timers()) continue;
+    // Auto-advance: nothing can run. Jump to the earliest timer unless
+    // blocking work is in flight (its completion might come "earlier" in
+    // virtual time; the last one to finish unparks us instead).
+    if (d.manual_clock() && in_flight_.load(std::memory_order_seq_cst) == 0 && d.advance_manual_clock()) continue;
+    w.activity.store(2, std::memory_order_relaxed);
+    w.parker.park(d);
+    w.activity.store(0, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace shoal::detail

@@ -1,0 +1,48 @@
+// The deterministic executor (RuntimeOptions::deterministic/simulated): one
+// worker, one ready list, the next fiber picked at random from a seed, so a
+// seed reproduces a whole run. With a manual clock, virtual time stands
+// still while a fiber can run and jumps to the earliest timer when none can
+// (unless blocking work is in flight: its completion might come "earlier").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/sync_shim.hpp"
+#include "src/runtime/injector.hpp"
+
+namespace shoal::detail {
+
+struct Worker;
+
+class DeterministicExecutor {
+ public:
+  explicit DeterministicExecutor(std::uint64_t seed) noexcept : rng_(seed) {}
+
+  /// Ready to run (any thread).
+  void push(Fiber* f) noexcept;
+  void push_batch(FiberBatch& batch) noexcept;
+  /// The single worker's loop, until shutdown.
+  void run(Scheduler& s, Worker& w) noexcept;
+
+  // Blocking jobs queued or running: a manual clock does not advance past
+  // them (counted only with a manual clock).
+  void blocking_started() noexcept { in_flight_.fetch_add(1, std::memory_order_seq_cst); }
+  /// True if it was the last one (the worker should look again).
+  bool blocking_finished() noexcept { return in_flight_.fetch_sub(1, std::memory_order_seq_cst) == 1; }
+
+ private:
+  Fiber* pick() noexcept;
+  void push_locked(Fiber* f) noexcept;
+
+  shim::mutex mu_;
+  std::vector<Fiber*> ready_;  // guarded by mu_
+  FiberBatch overflow_;        // ready fibers ready_ had no memory for
+  std::mt19937_64 rng_;        // guarded by mu_
+  shim::atomic<std::size_t> in_flight_{0};
+};
+
+}  // namespace shoal::detail

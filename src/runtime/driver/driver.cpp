@@ -1,0 +1,195 @@
+// The driver: blocking for I/O and timers, the reactor's dispatch, the clock.
+//
+// Timer wake-up protocol: the driver announces it sleeps (seq_cst store of
+// kNever), then reads the earliest deadline (seq_cst) and announces that; an
+// inserter publishes its deadline (seq_cst, in the queue) and then reads the
+// announcement. Either the driver sees the new timer or the inserter sees the
+// driver and wakes it if it would sleep past the new deadline.
+//
+// Released sources: a deregistered source is pushed onto io_released_ and
+// freed by the lock holder before its next backend wait, when no harvested
+// event can still point at it.
+#include "src/runtime/driver/driver.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <thread>
+
+#include "shoal/detail/frame_alloc.hpp"
+#include "src/runtime/injector.hpp"
+
+namespace shoal::detail {
+
+Driver::Driver(Scheduler& sched, bool manual_clock)
+    : sched_(sched),
+      manual_clock_(manual_clock),
+      manual_now_(to_ns(Clock::now())),
+      backend_(io::make_backend()),
+      io_core_(new IoCore()) {
+  io_core_->driver = this;
+  io_core_->rearm = backend_->needs_rearm();
+}
+
+Driver::~Driver() {
+  reclaim_io();
+  // Sockets still open (bound before run, closed after) free themselves
+  // through the dead core; the last one frees it.
+  io_core_->dead.store(true, std::memory_order_release);
+  if (io_core_->live.load(std::memory_order_acquire) == 0) delete io_core_;
+}
+
+void Driver::drive() noexcept {
+  sleep_until_.store(TimerQueue::kNever, std::memory_order_seq_cst);
+  const std::int64_t next = timers_.next_deadline();
+  sleep_until_.store(next, std::memory_order_seq_cst);
+  std::chrono::nanoseconds timeout(-1);
+  // A manual clock only moves by auto-advance (the deterministic executor),
+  // never while the driver sleeps.
+  if (next != TimerQueue::kNever && !manual_clock_) {
+    timeout = std::chrono::nanoseconds(std::max<std::int64_t>(0, next - to_ns(Clock::now())));
+  }
+  reclaim_io();
+  io::Event events[64];
+  std::size_t n = 0;
+  if (timeout.count() != 0 || io_core_->live.load(std::memory_order_relaxed) != 0) n = backend_wait(timeout, events);
+  sleep_until_.store(-1, std::memory_order_seq_cst);
+  dispatch_io(events, n);
+  fire_timers();
+}
+
+// A backend that cannot wait (epoll_wait failing with EBADF or EINVAL: its
+// fd was closed or replaced under us) will fail the same way on every call;
+// looping on it would spin a core and starve every socket, timer and parked
+// worker silently. Fail closed instead. Out of memory (the poll backend's
+// snapshot) may pass: wait a moment and report no events.
+std::size_t Driver::backend_wait(std::chrono::nanoseconds timeout, std::span<io::Event> out) noexcept {
+  try {
+    return backend_->wait(timeout, out);
+  } catch (const std::bad_alloc&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "shoal: the I/O backend (%s) cannot wait for events: %s; the runtime cannot go on\n",
+                 backend_->name(), e.what());
+  } catch (...) {
+    std::fprintf(stderr, "shoal: the I/O backend (%s) cannot wait for events; the runtime cannot go on\n",
+                 backend_->name());
+  }
+  std::abort();
+}
+
+bool Driver::poll_io_now() noexcept {
+  if (io_core_->live.load(std::memory_order_relaxed) == 0 && io_released_.load(std::memory_order_relaxed) == nullptr) {
+    return false;
+  }
+  if (!try_lock_driver()) return false;
+  reclaim_io();
+  io::Event events[64];
+  const std::size_t n = backend_wait(std::chrono::nanoseconds(0), events);
+  dispatch_io(events, n);  // under the driver: no source in `events` can be reclaimed meanwhile
+  unlock_driver();
+  return n != 0;
+}
+
+// ---- the reactor's half -------------------------------------------------
+
+void Driver::io_add(IoSource* s) {
+  backend_->add(s->fd, io::readable | io::writable, s);
+  io_core_->live.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Driver::io_rearm(int fd, std::uint32_t interest, const IoSource* token) noexcept {
+  std::uint32_t want = 0;
+  if ((interest & IoSource::kReadable) != 0) want |= io::readable;
+  if ((interest & IoSource::kWritable) != 0) want |= io::writable;
+  try {
+    // `token` may be freed (or reused) by now: the backend only compares it.
+    backend_->rearm(fd, want, const_cast<IoSource*>(token));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "shoal: I/O backend rearm failed: %s\n", e.what());
+  }
+}
+
+void Driver::io_release(IoSource* s) noexcept {
+  backend_->remove(s->fd);
+  IoSource* head = io_released_.load(std::memory_order_relaxed);
+  do {
+    s->next_release = head;
+  } while (!io_released_.compare_exchange_weak(head, s, std::memory_order_release, std::memory_order_relaxed));
+  io_core_->live.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Driver::reclaim_io() noexcept {
+  if (io_released_.load(std::memory_order_relaxed) == nullptr) return;
+  IoSource* s = io_released_.exchange(nullptr, std::memory_order_acquire);
+  while (s != nullptr) {
+    IoSource* next = s->next_release;
+    s->~IoSource();
+    frame_deallocate(s, sizeof(IoSource));
+    s = next;
+  }
+}
+
+void Driver::dispatch_io(const io::Event* events, std::size_t n) noexcept {
+  FiberBatch batch;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto* s = static_cast<IoSource*>(events[i].token);
+    std::uint32_t bits = 0;
+    if ((events[i].ready & io::readable) != 0) bits |= IoSource::kReadable;
+    if ((events[i].ready & io::writable) != 0) bits |= IoSource::kWritable;
+    std::uint32_t v = s->state.load(std::memory_order_relaxed);
+    while (!s->state.compare_exchange_weak(v, (v + IoSource::kTick) | bits, std::memory_order_acq_rel,
+                                           std::memory_order_relaxed)) {
+    }
+    // Claim every waiter the event serves under the lock; wake after it.
+    Waiter* woken = nullptr;
+    s->lock.lock();
+    for (Waiter* w = s->waiters.front(); w != nullptr;) {
+      Waiter* next = s->waiters.next(w);
+      if ((static_cast<IoWaiter*>(w)->interest & bits) != 0) {
+        w->unlink_locked();
+        w->wake_next = woken;
+        woken = w;
+      }
+      w = next;
+    }
+    s->lock.unlock();
+    while (woken != nullptr) {
+      Waiter* w = woken;
+      woken = w->wake_next;
+      Fiber* f = w->fiber;
+      disarm_wait(f, w);
+      batch.push(f);  // w may be gone once f runs
+    }
+  }
+  schedule_batch(&sched_, batch);
+}
+
+// ---- timers and the clock ------------------------------------------------
+
+TimerInsert Driver::add_timer(TimerEntry* e, const Fiber* unless) noexcept {
+  // Once queued, `e` may fire or be cancelled at once and its owner's frame
+  // resume and move on: never touch it after insert.
+  const std::int64_t deadline = e->deadline;
+  const TimerInsert r = timers_.insert(e, unless);
+  if (r != TimerInsert::queued) return r;
+  const std::int64_t sleeping_until = sleep_until_.load(std::memory_order_seq_cst);
+  if (sleeping_until != -1 && deadline < sleeping_until) backend_->wake();
+  return r;
+}
+
+bool Driver::fire_timers() noexcept {
+  if (timers_.next_deadline() == TimerQueue::kNever) return false;
+  return timers_.fire_due(now_ns()) != 0;
+}
+
+bool Driver::advance_manual_clock() noexcept {
+  const std::int64_t next = timers_.next_deadline();
+  if (next == TimerQueue::kNever) return false;
+  if (next > manual_now_.load(std::memory_order_relaxed)) manual_now_.store(next, std::memory_order_release);
+  return fire_timers();
+}
+
+}  // namespace shoal::detail

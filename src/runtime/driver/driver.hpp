@@ -1,0 +1,92 @@
+// The driver: the one place a runtime blocks for I/O readiness and timers,
+// and its one clock. A parked worker that takes the driver lock blocks in the
+// backend until an event, a wake or the earliest timer, then hands what woke
+// to the scheduler; a busy worker turns it without blocking every 61 ticks.
+// The reactor (src/io/reactor.cpp) and the timer queue live behind it; the
+// scheduler only parks on it and runs what it wakes.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/io_source.hpp"
+#include "shoal/detail/sync_shim.hpp"
+#include "shoal/detail/timer.hpp"
+#include "src/io/backend.hpp"
+#include "src/time/timer_queue.hpp"
+
+namespace shoal::detail {
+
+class Driver {
+ public:
+  /// Woken fibers go to `sched` (Scheduler::schedule_batch). A manual clock
+  /// stands still until advance_manual_clock().
+  Driver(Scheduler& sched, bool manual_clock);
+  /// Frees released sources; sockets that outlive the runtime free
+  /// themselves through the dead core.
+  ~Driver();
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+
+  // The driver lock (the Parker's Driver interface): whoever holds it may
+  // block in the backend; wake_driver() makes that block return.
+  bool try_lock_driver() noexcept { return !busy_.exchange(true, std::memory_order_acquire); }
+  void unlock_driver() noexcept { busy_.store(false, std::memory_order_release); }
+  void wake_driver() noexcept { backend_->wake(); }
+  /// Lock holder: blocks until I/O, a wake or the earliest timer; hands the
+  /// woken fibers on and fires due timers.
+  void drive() noexcept;
+  /// A busy worker's non-blocking turn of the reactor (if nobody drives).
+  /// True if any event came in.
+  bool poll_io_now() noexcept;
+
+  // The reactor.
+  IoCore* io_core() noexcept { return io_core_; }
+  void io_add(IoSource* s);
+  void io_release(IoSource* s) noexcept;
+  /// Poll backend: arms `interest` again for `fd` if it is still registered
+  /// with `token` (which is only compared, never followed).
+  void io_rearm(int fd, std::uint32_t interest, const IoSource* token) noexcept;
+  const char* backend_name() const noexcept { return backend_->name(); }
+
+  // Timers.
+  TimerInsert add_timer(TimerEntry* e, const Fiber* unless) noexcept;
+  bool remove_timer(TimerEntry* e) noexcept { return timers_.remove(e); }
+  /// Fires due timers; true if any fired.
+  bool fire_timers() noexcept;
+  std::int64_t next_deadline() const noexcept { return timers_.next_deadline(); }
+  std::size_t timer_count() const noexcept { return timers_.size(); }
+
+  // The clock: the runtime's time in ns (the manual clock's, if it has one).
+  std::int64_t now_ns() const noexcept {
+    return manual_clock_ ? manual_now_.load(std::memory_order_acquire) : to_ns(Clock::now());
+  }
+  bool manual_clock() const noexcept { return manual_clock_; }
+  /// Manual clock: jumps to the earliest timer and fires what is due.
+  /// False if there is no timer.
+  bool advance_manual_clock() noexcept;
+
+ private:
+  /// Lock holder only: frees released sources, hands events to waiters.
+  void reclaim_io() noexcept;
+  void dispatch_io(const io::Event* events, std::size_t n) noexcept;
+  /// The backend's wait; aborts with a message if the backend cannot wait.
+  std::size_t backend_wait(std::chrono::nanoseconds timeout, std::span<io::Event> out) noexcept;
+
+  Scheduler& sched_;
+  const bool manual_clock_;
+  shim::atomic<std::int64_t> manual_now_;
+  std::unique_ptr<io::Backend> backend_;
+  IoCore* io_core_;
+  shim::atomic<IoSource*> io_released_{nullptr};
+  shim::atomic<bool> busy_{false};
+  // -1: nobody sleeps in the driver; else the deadline it sleeps until.
+  shim::atomic<std::int64_t> sleep_until_{-1};
+  TimerQueue timers_;
+};
+
+}  // namespace shoal::detail

@@ -1,0 +1,89 @@
+// shoal::Runtime: the facade over a Scheduler; root tasks and run/block_on.
+#include <memory>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+
+#include "shoal/runtime/run.hpp"
+#include "src/runtime/scheduler.hpp"
+
+namespace shoal {
+namespace detail {
+
+void dump_all_runtimes(std::ostream& out);
+
+std::coroutine_handle<> RootOwner::fiber_done(Fiber&, PromiseBase&, std::coroutine_handle<>) noexcept {
+  shim::lock_guard<shim::mutex> g(mu_);
+  done_ = true;
+  cv_.notify_one();
+  return std::noop_coroutine();
+}
+
+void RootOwner::wait() noexcept {
+  shim::unique_lock<shim::mutex> g(mu_);
+  cv_.wait(g, [this] { return done_; });
+}
+
+}  // namespace detail
+
+std::size_t parse_thread_count(const char* value) {
+  const std::string v = value == nullptr ? "" : value;
+  std::size_t n = 0;
+  bool ok = !v.empty() && v.size() <= 4;
+  for (char c : v) {
+    if (c < '0' || c > '9') {
+      ok = false;
+      break;
+    }
+    n = n * 10 + static_cast<std::size_t>(c - '0');
+  }
+  if (!ok || n < 1 || n > 1024) {
+    throw std::invalid_argument("shoal: SHOAL_THREADS=\"" + v +
+                                "\" is not valid: expected an integer in the range 1..1024");
+  }
+  return n;
+}
+
+Runtime::Runtime(RuntimeOptions options) : sched_(std::make_unique<detail::Scheduler>(std::move(options))) {}
+Runtime::~Runtime() = default;
+
+void Runtime::start_root(detail::RootOwner& root, detail::PromiseBase& p, std::coroutine_handle<> h) {
+  if (sched_->on_own_worker()) {
+    h.destroy();
+    throw std::logic_error("shoal::Runtime::block_on: called from one of the runtime's own workers (would deadlock)");
+  }
+  try {
+    sched_->add_root(&root.node);
+  } catch (...) {
+    h.destroy();
+    throw;
+  }
+  detail::Fiber& f = p.own_fiber_;
+  root.node.attach(nullptr, &f, sched_.get());
+  f.sched = sched_.get();
+  f.owner = &root;
+  f.node.store(&root.node, std::memory_order_relaxed);
+  f.resume = h;
+  p.fiber_ = &f;
+  sched_->inject(&f);
+}
+
+void Runtime::finish_root(detail::RootOwner& root) noexcept { sched_->remove_root(&root.node); }
+
+void Runtime::cancel() noexcept { sched_->cancel_roots(); }
+
+std::size_t Runtime::worker_count() const noexcept { return sched_->worker_count(); }
+
+void Runtime::dump_state(std::ostream& out) const { sched_->dump(out); }
+
+void Runtime::dump_all(std::ostream& out) { detail::dump_all_runtimes(out); }
+
+namespace this_task {
+bool cancellation_requested() noexcept {
+  if (detail::Fiber* f = detail::current_fiber()) return f->cancelled();
+  if (detail::BlockingJob* job = detail::current_blocking_job()) return job->cancelled();
+  return false;
+}
+}  // namespace this_task
+
+}  // namespace shoal
