@@ -23,7 +23,6 @@ class Backend {
   virtual const char* name() const noexcept = 0;
   /// Registers `fd` once for its lifetime (edge-triggered where supported).
   virtual void add(int fd, std::uint32_t interest, void* token) = 0;
-  virtual void modify(int fd, std::uint32_t interest, void* token) = 0;
   virtual void remove(int fd) noexcept = 0;
   /// True for a backend that reports a readiness once and must be re-armed
   /// (`rearm`) before it reports that direction again (poll(2)). Edge-

@@ -24,7 +24,7 @@
 #include <thread>
 
 #include "shoal/detail/frame_alloc.hpp"
-#include "shoal/detail/io_source.hpp"
+#include "src/io/io_source.hpp"
 #include "src/runtime/scheduler.hpp"
 
 namespace shoal::detail {

@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <system_error>
 
-#include "shoal/detail/io_source.hpp"
+#include "src/io/io_source.hpp"
 #include "shoal/scope/timeout.hpp"
 #include "shoal/time/sleep.hpp"
 #include "src/net/sys.hpp"
@@ -24,6 +24,7 @@ namespace shoal::net {
 namespace {
 
 using detail::IoSource;
+namespace io = detail::io;
 
 /// A cancellation point before any side effect.
 void check_cancelled() {
@@ -101,7 +102,7 @@ IoSource* Stream::source(std::uint32_t ready_hint) {
 
 Task<std::size_t> Stream::read_some(std::span<std::byte> buf) {
   check_cancelled();
-  IoSource* s = source(IoSource::kReadable | IoSource::kWritable);
+  IoSource* s = source(io::readable | io::writable);
   for (;;) {
     const std::uint32_t seen = s->state.load(std::memory_order_acquire);
     const ssize_t n = ::read(fd_, buf.data(), buf.size());  // sockets and pipes alike
@@ -112,11 +113,11 @@ Task<std::size_t> Stream::read_some(std::span<std::byte> buf) {
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN && err != EWOULDBLOCK) io_error("read", fd_, err);
-    if (!detail::io_clear(s, seen, IoSource::kReadable)) continue;
+    if (!detail::io_clear(s, seen, io::readable)) continue;
     if (idle_timeout_.count() > 0) {
-      co_await wait_with_idle_limit(s, IoSource::kReadable, "read");
+      co_await wait_with_idle_limit(s, io::readable, "read");
     } else {
-      co_await detail::IoReadyAwaiter(s, IoSource::kReadable);
+      co_await detail::IoReadyAwaiter(s, io::readable);
     }
   }
 }
@@ -135,7 +136,7 @@ Task<void> Stream::read_exact(std::span<std::byte> buf) {
 
 Task<std::size_t> Stream::write_some(std::span<const std::byte> buf) {
   check_cancelled();
-  IoSource* s = source(IoSource::kReadable | IoSource::kWritable);
+  IoSource* s = source(io::readable | io::writable);
   for (;;) {
     const std::uint32_t seen = s->state.load(std::memory_order_acquire);
     const ssize_t n = ::send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL);
@@ -152,11 +153,11 @@ Task<std::size_t> Stream::write_some(std::span<const std::byte> buf) {
     } else if (err != EAGAIN && err != EWOULDBLOCK) {
       io_error("write", fd_, err);
     }
-    if (!detail::io_clear(s, seen, IoSource::kWritable)) continue;
+    if (!detail::io_clear(s, seen, io::writable)) continue;
     if (idle_timeout_.count() > 0) {
-      co_await wait_with_idle_limit(s, IoSource::kWritable, "write");
+      co_await wait_with_idle_limit(s, io::writable, "write");
     } else {
-      co_await detail::IoReadyAwaiter(s, IoSource::kWritable);
+      co_await detail::IoReadyAwaiter(s, io::writable);
     }
   }
 }
@@ -168,18 +169,18 @@ Task<void> Stream::write_all(std::span<const std::byte> buf) {
 
 Task<void> Stream::wait_readable() {
   check_cancelled();
-  IoSource* s = source(IoSource::kReadable | IoSource::kWritable);
+  IoSource* s = source(io::readable | io::writable);
   for (;;) {
     const std::uint32_t seen = s->state.load(std::memory_order_acquire);
     pollfd p{fd_, POLLIN, 0};  // sockets and pipes alike; no data is consumed
     const int n = ::poll(&p, 1, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n != 0) co_return;  // data, the end of the stream, or an error the read will report
-    if (!detail::io_clear(s, seen, IoSource::kReadable)) continue;
+    if (!detail::io_clear(s, seen, io::readable)) continue;
     if (idle_timeout_.count() > 0) {
-      co_await wait_with_idle_limit(s, IoSource::kReadable, "wait_readable");
+      co_await wait_with_idle_limit(s, io::readable, "wait_readable");
     } else {
-      co_await detail::IoReadyAwaiter(s, IoSource::kReadable);
+      co_await detail::IoReadyAwaiter(s, io::readable);
     }
     co_return;  // a readable edge (or a hang-up) woke us: no second poll
   }
@@ -265,7 +266,7 @@ Address Listener::local_address() const {
 Task<Stream> Listener::accept() {
   check_cancelled();
   if (fd_ < 0) throw std::logic_error("shoal::net::Listener::accept: the listener is closed (or moved from)");
-  IoSource* s = src_.get(fd_, IoSource::kReadable);
+  IoSource* s = src_.get(fd_, io::readable);
   auto backoff = std::chrono::milliseconds(5);
   for (;;) {
     const std::uint32_t seen = s->state.load(std::memory_order_acquire);
@@ -293,7 +294,7 @@ Task<Stream> Listener::accept() {
       continue;
     }
     if (err != EAGAIN && err != EWOULDBLOCK) io_error("accept", fd_, err);
-    if (detail::io_clear(s, seen, IoSource::kReadable)) co_await detail::IoReadyAwaiter(s, IoSource::kReadable);
+    if (detail::io_clear(s, seen, io::readable)) co_await detail::IoReadyAwaiter(s, io::readable);
   }
 }
 
@@ -315,7 +316,7 @@ Task<Stream> Stream::connect_now(Address address) {
     throw std::system_error(errno, std::generic_category(), "shoal::net::connect " + address.to_string());
   }
   // In progress: the first writable event says it finished (either way).
-  co_await detail::IoReadyAwaiter(s.source(0), IoSource::kWritable);
+  co_await detail::IoReadyAwaiter(s.source(0), io::writable);
   int err = 0;
   socklen_t len = sizeof err;
   if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;

@@ -9,13 +9,14 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "shoal/detail/io_source.hpp"
+#include "src/io/io_source.hpp"
 #include "shoal/runtime/spawn_blocking.hpp"
 
 namespace shoal::net {
 namespace {
 
 using detail::IoSource;
+namespace io = detail::io;
 
 void check_cancelled() {
   if (detail::Fiber* f = detail::current_fiber(); f != nullptr && f->cancelled()) throw Cancelled{};
@@ -60,7 +61,7 @@ void UdpSocket::close() noexcept {
 
 IoSource* UdpSocket::source() {
   if (fd_ < 0) throw std::logic_error("shoal::net::UdpSocket: used after close (or moved from)");
-  return src_.get(fd_, IoSource::kReadable | IoSource::kWritable);
+  return src_.get(fd_, io::readable | io::writable);
 }
 
 Task<std::size_t> UdpSocket::send_to(std::span<const std::byte> data, Address to) {
@@ -73,7 +74,7 @@ Task<std::size_t> UdpSocket::send_to(std::span<const std::byte> data, Address to
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN && err != EWOULDBLOCK) udp_error("send_to " + to.to_string(), err);
-    if (detail::io_clear(s, seen, IoSource::kWritable)) co_await detail::IoReadyAwaiter(s, IoSource::kWritable);
+    if (detail::io_clear(s, seen, io::writable)) co_await detail::IoReadyAwaiter(s, io::writable);
   }
 }
 
@@ -89,7 +90,7 @@ Task<Datagram> UdpSocket::recv_from(std::span<std::byte> buf) {
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN && err != EWOULDBLOCK) udp_error("recv_from", err);
-    if (detail::io_clear(s, seen, IoSource::kReadable)) co_await detail::IoReadyAwaiter(s, IoSource::kReadable);
+    if (detail::io_clear(s, seen, io::readable)) co_await detail::IoReadyAwaiter(s, io::readable);
   }
 }
 

@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "shoal/detail/io_source.hpp"
+#include "src/io/io_source.hpp"
 #include "shoal/time/sleep.hpp"
 
 extern char** environ;
@@ -217,8 +217,8 @@ Task<ExitStatus> Child::wait() {
     }
     if (r < 0) continue;
     if (watch.src != nullptr) {
-      if (detail::io_clear(watch.src, seen, detail::IoSource::kReadable)) {
-        co_await detail::IoReadyAwaiter(watch.src, detail::IoSource::kReadable);
+      if (detail::io_clear(watch.src, seen, detail::io::readable)) {
+        co_await detail::IoReadyAwaiter(watch.src, detail::io::readable);
       }
     } else {
       co_await sleep_for(backoff);  // no pidfd: poll, backing off

@@ -122,6 +122,17 @@ void CancelNode::detach() noexcept {
   prev_sibling = next_sibling = nullptr;
 }
 
+void CancelNode::enter(Fiber* f) noexcept {
+  CancelNode* outer = f->node.load(std::memory_order_relaxed);
+  attach(outer, f, outer->sched);
+  f->node.store(this, std::memory_order_relaxed);
+}
+
+void CancelNode::leave(Fiber* f) noexcept {
+  detach();
+  f->node.store(parent, std::memory_order_relaxed);
+}
+
 void CancelNode::add_fiber(Fiber* f) noexcept {
   lock.lock();
   f->node_prev = nullptr;

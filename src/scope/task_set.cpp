@@ -17,11 +17,7 @@
 namespace shoal {
 
 TaskSet::TaskSet(detail::Fiber* body, std::pmr::memory_resource* resource, std::size_t limit) noexcept
-    : body_(body), resource_(resource), serialized_(resource), limit_(limit == 0 ? 1 : limit) {
-  detail::CancelNode* parent = body->node.load(std::memory_order_relaxed);
-  node_.attach(parent, body, parent->sched);
-  body->node.store(&node_, std::memory_order_relaxed);
-}
+    : ChildGroup(body), resource_(resource), serialized_(resource), limit_(limit == 0 ? 1 : limit) {}
 
 void TaskSet::check_spawner(detail::Fiber* f) const {
   if (f == nullptr) throw std::logic_error("shoal::TaskSet::spawn: called outside a shoal task");
@@ -119,16 +115,7 @@ void TaskSet::close() noexcept {
 }
 
 void TaskSet::launch(detail::PromiseBase& p, std::coroutine_handle<> h, bool local) noexcept {
-  detail::Fiber& cf = p.own_fiber_;
-  cf.sched = node_.sched;
-  cf.owner = this;
-  cf.node.store(&node_, std::memory_order_relaxed);
-  cf.home = &node_;
-  cf.resume = h;
-  cf.flags = 0;
-  p.fiber_ = &cf;
-  if (local) detail::pin_to_current_worker(&cf);
-  detail::schedule_spawn(&cf);
+  ChildGroup::launch(p.own_fiber_, p.fiber_, h, 0, local);
 }
 
 SpawnStatus TaskSet::start_failed(std::exception_ptr e) noexcept {
@@ -149,26 +136,15 @@ SpawnStatus TaskSet::start_failed(std::exception_ptr e) noexcept {
   return SpawnStatus::started;
 }
 
+// A child's fault does not cancel its siblings: the first is kept, later
+// ones are reported.
 void TaskSet::child_fault(std::exception_ptr e) noexcept {
-  if (!faulted_.exchange(true, std::memory_order_acq_rel)) {
-    first_fault_ = std::move(e);
-    first_fault_ready_.store(true, std::memory_order_release);
-  } else {
-    suppressed_.fetch_add(1, std::memory_order_relaxed);
-    detail::report_suppressed_fault(node_.sched, e);
-  }
+  if (!faults_.latch(e)) faults_.report_later(node_.sched, e);
 }
 
 std::coroutine_handle<> TaskSet::fiber_done(detail::Fiber& f, detail::PromiseBase& p,
                                             std::coroutine_handle<> frame) noexcept {
-  if (p.error_) {
-    if (!detail::is_cancelled_exception(p.error_)) {
-      child_fault(p.error_);
-    } else {
-      cut_off_.store(true, std::memory_order_relaxed);  // the join's acquire publishes it
-    }
-  }
-  if ((f.flags & detail::Fiber::kLinked) != 0) node_.remove_fiber(&f);
+  if (child_ended(f, p.error_) == End::fault) child_fault(p.error_);
   frame.destroy();  // reaped at once: memory does not grow with children ever started
   detail::Fiber* body = body_;
   std::uint64_t v = state_.load(std::memory_order_relaxed);
@@ -202,22 +178,16 @@ bool TaskSet::JoinAwaiter::await_suspend(std::coroutine_handle<> h) noexcept {
   }
 }
 
-void TaskSet::leave() noexcept {
-  node_.detach();
-  body_->node.store(node_.parent, std::memory_order_relaxed);
-}
+void TaskSet::leave() noexcept { leave_node(); }
 
 void TaskSet::finish(std::exception_ptr body_error) {
   const bool body_cancelled = body_error && detail::is_cancelled_exception(body_error);
   if (body_error && !body_cancelled) {
     // The body's fault wins; a child fault it displaced is reported, not lost.
-    if (first_fault_) {
-      suppressed_.fetch_add(1, std::memory_order_relaxed);
-      detail::report_suppressed_fault(node_.sched, first_fault_);
-    }
+    if (faults_.first()) faults_.report_later(node_.sched, faults_.first());
     std::rethrow_exception(body_error);
   }
-  if (first_fault_) std::rethrow_exception(first_fault_);
+  if (faults_.first()) std::rethrow_exception(faults_.first());
   const bool absorbed = node_.self_cancelled.load(std::memory_order_acquire);
   // A cancellation from outside surfaces as Cancelled (an enclosing
   // with_timeout turns it into TimedOut), whether it reached the body or

@@ -22,7 +22,7 @@
 #include <system_error>
 #include <vector>
 
-#include "shoal/detail/io_source.hpp"
+#include "src/io/io_source.hpp"
 
 namespace shoal::signal {
 namespace {
@@ -101,7 +101,7 @@ struct PipeWatch {
 
 Task<int> wait_for(std::vector<int> wanted) {
   PipeWatch watch;
-  watch.src = detail::io_register(watch.fd, detail::IoSource::kReadable);
+  watch.src = detail::io_register(watch.fd, detail::io::readable);
   for (;;) {
     if (detail::Fiber* f = detail::current_fiber(); f != nullptr && f->cancelled()) throw Cancelled{};
     const std::uint32_t seen = watch.src->state.load(std::memory_order_acquire);
@@ -114,8 +114,8 @@ Task<int> wait_for(std::vector<int> wanted) {
         if (p.compare_exchange_weak(v, v - 1, std::memory_order_acq_rel)) co_return s;
       }
     }
-    if (detail::io_clear(watch.src, seen, detail::IoSource::kReadable)) {
-      co_await detail::IoReadyAwaiter(watch.src, detail::IoSource::kReadable);
+    if (detail::io_clear(watch.src, seen, detail::io::readable)) {
+      co_await detail::IoReadyAwaiter(watch.src, detail::io::readable);
     }
   }
 }

@@ -1,6 +1,6 @@
 // The permit queue behind Mutex, RwLock and Semaphore (see
-// include/shoal/detail/permits.hpp for the protocol).
-#include "shoal/detail/permits.hpp"
+// include/shoal/sync/detail/permits.hpp for the protocol).
+#include "shoal/sync/detail/permits.hpp"
 
 #include <time.h>
 
@@ -8,8 +8,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "shoal/detail/once_core.hpp"
-#include "shoal/detail/sync_ops.hpp"
+#include "shoal/sync/detail/sync_ops.hpp"
 #include "shoal/detail/thread_wake.hpp"
 #include "shoal/detail/wait_queue.hpp"
 
@@ -241,50 +240,3 @@ std::string sync_object_name(const char* kind, const std::string& name, std::uin
 }
 
 }  // namespace shoal
-
-// ---- Once -----------------------------------------------------------------
-
-namespace shoal::detail {
-
-OnceCore::~OnceCore() {
-  if (!waiters_.empty()) {
-    std::fprintf(stderr, "shoal: %s destroyed while tasks or threads wait for it\n", what_.c_str());
-    std::abort();
-  }
-}
-
-void OnceCore::throw_failed() const {
-  throw SyncError(SyncError::Code::init_failed,
-                  "shoal::once_do: the init of " + what_ + " threw (its caller got that exception); it runs once only");
-}
-
-void OnceCore::finish(State to) noexcept {
-  WaitSection sec(lock_);
-  state_.store(to, std::memory_order_release);
-  while (Waiter* w = waiters_.pop_front()) sec.wake(w);
-}
-
-bool OnceCore::Awaiter::suspend(Fiber* f, std::coroutine_handle<> h) noexcept {
-  if (f == nullptr) return false;  // outside a task: the caller loops (only via misuse)
-  if (f->cancelled()) {
-    cancelled = true;
-    return false;
-  }
-  const WaitStep step = wait_step(*this, f, h, core_.lock_, core_.waiters_,
-                                  [this](WaitSection&) { return core_.state() != running; });
-  cancelled = step == WaitStep::cancelled;
-  return step == WaitStep::suspended;
-}
-
-void OnceCore::wait_blocking() noexcept {
-  struct ThreadWaiter final : Waiter {
-    using Waiter::Waiter;
-  } w(lock_);
-  ThreadWake wake;
-  if (wait_step_thread(w, wake, lock_, waiters_, [this](WaitSection&) { return state() != running; }) ==
-      WaitStep::suspended) {
-    wake.wait();
-  }
-}
-
-}  // namespace shoal::detail

@@ -3,6 +3,7 @@
 // its thread, blocked in wait_until_scheduled(), goes on.
 #include "harness.hpp"
 
+#include "shoal/runtime/errors.hpp"
 #include "src/runtime/injector.hpp"
 
 namespace shoal {
@@ -33,6 +34,7 @@ void schedule_batch(Scheduler*, FiberBatch& batch) noexcept {
 }
 Fiber* current_fiber() noexcept { return tls_fiber; }
 bool on_worker_thread() noexcept { return false; }
+void throw_cancelled() { throw Cancelled{}; }
 
 }  // namespace detail
 

@@ -71,10 +71,14 @@ class Atomic {
     rt::point();
     return v_;
   }
+  // A point after a store as well: a store often publishes (a lock's
+  // release, a flag), and the plain code right after it (writes to what it
+  // published) must be interleavable with whoever sees it.
   void store(T v, std::memory_order = std::memory_order_seq_cst) noexcept {
     rt::point();
     v_ = v;
     rt::wrote();
+    rt::point();
   }
   T exchange(T v, std::memory_order = std::memory_order_seq_cst) noexcept {
     rt::point();

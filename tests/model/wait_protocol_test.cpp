@@ -9,6 +9,7 @@
 
 #include "harness.hpp"
 #include "shoal/detail/event.hpp"
+#include "shoal/runtime/errors.hpp"
 
 namespace shoal::model {
 namespace {

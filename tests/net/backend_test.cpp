@@ -18,7 +18,7 @@
 
 #include "src/io/backend.hpp"
 #include "src/io/poll/poll_backend.hpp"
-#include "src/io/select.hpp"
+#include "src/io/platform.hpp"
 #if defined(SHOAL_HAVE_EPOLL)
 #include "src/io/epoll/epoll_backend.hpp"
 #endif

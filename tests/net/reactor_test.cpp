@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "shoal/detail/io_source.hpp"
+#include "shoal/detail/io_slot.hpp"
 #include "shoal/net/stream.hpp"
 #include "support/process_stats.hpp"
 #include "support/test_support.hpp"

@@ -561,7 +561,7 @@ TEST(CheckpointContract, TaskSetNonSuspendingCallsNeitherThrowNorYield) {
                    EXPECT_EQ(sibling_runs, sibling_before) << "try_spawn yielded";
                    stop = true;
                    s.cancel();
-                   EXPECT_TRUE(set.cancel_requested());
+                   EXPECT_TRUE(set.cancellation_requested());
                    EXPECT_TRUE(shoal::this_task::cancellation_requested());
                    for (int i = 0; i < 100; ++i) EXPECT_FALSE(set.try_spawn(factory)) << "admitted after cancel";
                    EXPECT_EQ(factory_calls, 2) << "a cancelled set invoked a factory";

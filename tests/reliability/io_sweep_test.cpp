@@ -49,7 +49,7 @@
 #include <utility>
 #include <vector>
 
-#include "shoal/detail/io_source.hpp"
+#include "shoal/detail/io_slot.hpp"
 #include "shoal/detail/test_hooks.hpp"
 #include "shoal/net/stream.hpp"
 #include "support/frame_counter.hpp"

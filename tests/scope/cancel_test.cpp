@@ -87,7 +87,7 @@ SHOAL_TEST(CancelTest, InnerScopeCancelDoesNotCancelTheOuter) {
       inner.cancel();
       co_await shoal::checkpoint();
     });
-    EXPECT_FALSE(outer.cancel_requested());
+    EXPECT_FALSE(outer.cancellation_requested());
     EXPECT_FALSE(shoal::this_task::cancellation_requested());
     co_await shoal::checkpoint();  // must not throw
   });

@@ -6,7 +6,6 @@
 
 #include "shoal/detail/fiber.hpp"
 #include "shoal/detail/wait_queue.hpp"
-#include "shoal/runtime/errors.hpp"
 
 namespace shoal::detail {
 
@@ -26,11 +25,12 @@ class Event {
       const WaitStep step = wait_step(*this, f, h, ev_->lock_, ev_->waiters_, [this](WaitSection&) {
         return ev_->set_;
       });
+      if (step == WaitStep::suspended) return true;  // nothing may touch *this from here on
       cancelled = step == WaitStep::cancelled;
-      return step == WaitStep::suspended;
+      return false;
     }
     void await_resume() const {
-      if (cancelled) throw Cancelled{};
+      if (cancelled) throw_cancelled();
     }
 
    private:

@@ -82,6 +82,10 @@ struct CancelNode {
   /// shielded). `parent` may be null for a root.
   void attach(CancelNode* parent_node, Fiber* body_fiber, Scheduler* s) noexcept;
   void detach() noexcept;
+  /// The fiber `body` enters this node for a while (a scope, a task set, a
+  /// deadline): attached under the node it is in, and its node until leave().
+  void enter(Fiber* body) noexcept;
+  void leave(Fiber* body) noexcept;
   void add_fiber(Fiber* f) noexcept;
   void remove_fiber(Fiber* f) noexcept;
   /// Cancels this node and every non-shielded descendant, waking the fibers
@@ -146,6 +150,10 @@ Fiber* fiber_of(std::coroutine_handle<P> h) noexcept {
     return current_fiber();
   }
 }
+
+/// Throws shoal::Cancelled (defined in the public runtime/errors.hpp, which
+/// the ground floor does not include).
+[[noreturn]] void throw_cancelled();
 
 /// Spends one unit of the cooperative budget; true when it ran out and the
 /// caller should yield.

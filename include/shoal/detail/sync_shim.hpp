@@ -23,28 +23,10 @@
 
 #if defined(SHOAL_MODEL)
 
-// Model tests (tests/model/): every operation below is a scheduling point
-// of the model checker, which needs the project root on the include path.
-#include "tests/model/model.hpp"
-
-namespace shoal::detail::shim {
-
-template <class T>
-using atomic = ::shoal::model::Atomic<T>;
-using mutex = ::shoal::model::Mutex;
-using condition_variable = ::shoal::model::CondVar;
-using thread = std::thread;
-template <class M>
-using lock_guard = std::lock_guard<M>;
-template <class M>
-using unique_lock = std::unique_lock<M>;
-
-inline void spin_pause() noexcept { ::shoal::model::spin(); }
-inline void thread_yield() noexcept { ::shoal::model::spin(); }
-
-}  // namespace shoal::detail::shim
-
-#define SHOAL_FENCE_SEQ_CST() ::shoal::model::fence()
+// Model tests supply the shim from their own include path
+// (tests/model/shoal_model_shim.hpp): every operation is a scheduling point
+// of the model checker.
+#include "shoal_model_shim.hpp"
 
 #else  // !SHOAL_MODEL
 

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "shoal/detail/io_source.hpp"
+#include "shoal/detail/io_slot.hpp"
 #include "shoal/net/address.hpp"
 #include "shoal/runtime/task.hpp"
 

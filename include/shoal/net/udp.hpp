@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "shoal/detail/io_source.hpp"
+#include "shoal/detail/io_slot.hpp"
 #include "shoal/net/address.hpp"
 #include "shoal/runtime/task.hpp"
 

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "shoal/detail/child_group.hpp"
 #include "shoal/detail/event.hpp"
 #include "shoal/detail/fiber.hpp"
 #include "shoal/runtime/errors.hpp"
@@ -69,11 +70,8 @@ template <class F, class... Args>
 concept TaskFactory = std::invocable<std::decay_t<F>&, std::decay_t<Args>&...> &&
                       TaskType<std::invoke_result_t<std::decay_t<F>&, std::decay_t<Args>&...>>;
 
-/// True for an exception_ptr captured from a Cancelled, without a rethrow.
-bool is_cancelled_exception(const std::exception_ptr& e) noexcept;
 /// True while handling a Cancelled (inside unhandled_exception), without a rethrow.
 bool current_exception_is_cancelled() noexcept;
-void report_suppressed_fault(Scheduler* s, const std::exception_ptr& e) noexcept;
 /// The message of a fault, for one-line reports ("(not a std::exception)" otherwise).
 /// Allocates: paths that must not throw use print_fault.
 std::string what_of(const std::exception_ptr& e);
@@ -116,7 +114,7 @@ struct ScopeResult {
 /// The handle to a running scope, passed to the body. Spawn children here.
 /// Thread-safety: `spawn`, `start` and `cancel` may be called from the body
 /// and from any task inside the scope, on any worker.
-class Scope final : private detail::FiberOwner {
+class Scope final : private detail::ChildGroup {
  public:
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
@@ -175,16 +173,16 @@ class Scope final : private detail::FiberOwner {
   /// Cancels the body and every child without a fault; the scope then
   /// returns normally (a value-returning body that was cut off throws
   /// ScopeCancelled). Idempotent. Any thread.
-  void cancel() noexcept { node_.cancel(true); }
+  using ChildGroup::cancel;
 
   /// True once this scope (or an enclosing one) is cancelled.
-  bool cancel_requested() const noexcept { return node_.cancelled.load(std::memory_order_acquire); }
+  using ChildGroup::cancellation_requested;
 
   /// Faults after the first reported so far (each also went to
   /// `on_suppressed_fault`). A later fault of a `start()` child is the
   /// awaiter's once its handle delivers it: it counts only if rethrown into
   /// the scope, or at the scope's exit if it was never delivered.
-  std::size_t suppressed_faults() const noexcept { return suppressed_.load(std::memory_order_relaxed); }
+  using ChildGroup::suppressed_faults;
 
  private:
   template <class F>
@@ -192,46 +190,25 @@ class Scope final : private detail::FiberOwner {
   template <class T>
   friend class JoinHandle;
 
-  explicit Scope(detail::Fiber* body) noexcept : body_(body) {
-    detail::CancelNode* parent = body->node.load(std::memory_order_relaxed);
-    node_.attach(parent, body, parent->sched);
-    body->node.store(&node_, std::memory_order_relaxed);
-  }
+  explicit Scope(detail::Fiber* body) noexcept : ChildGroup(body) {}
 
   void launch(detail::PromiseBase& p, std::coroutine_handle<> h, std::uint32_t flags) noexcept {
-    detail::Fiber& cf = p.own_fiber_;
-    cf.sched = node_.sched;
-    cf.owner = this;
-    cf.node.store(&node_, std::memory_order_relaxed);
-    cf.home = &node_;
-    cf.resume = h;
-    cf.flags = flags;
-    p.fiber_ = &cf;
     live_.fetch_add(2, std::memory_order_relaxed);
-    // Not linked into node_ yet: a child that never waits never takes the lock.
-    detail::schedule_spawn(&cf);
+    ChildGroup::launch(p.own_fiber_, p.fiber_, h, flags, false);
   }
 
   /// Latches `e` as the first fault and cancels the scope, unless another
   /// fault came first. True if `e` is now the first fault.
   bool latch_first_fault(const std::exception_ptr& e) noexcept {
-    if (faulted_.exchange(true, std::memory_order_acq_rel)) return false;
-    first_fault_ = e;
-    first_fault_ready_.store(true, std::memory_order_release);
+    if (!faults_.latch(e)) return false;
     node_.cancel(true);
     return true;
   }
-  /// The first fault again (a body rethrowing what a JoinHandle or
-  /// start_ready delivered): not a second fault.
-  bool is_first_fault(const std::exception_ptr& e) const noexcept {
-    return first_fault_ready_.load(std::memory_order_acquire) && e == first_fault_;
-  }
-  void report_later_fault(const std::exception_ptr& e) noexcept {
-    suppressed_.fetch_add(1, std::memory_order_relaxed);
-    detail::report_suppressed_fault(node_.sched, e);
-  }
+  /// Cancel-on-fault: the first fault cancels the rest; a later one is
+  /// reported, unless it is the first again (a body rethrowing what a
+  /// JoinHandle or start_ready delivered).
   void fault(const std::exception_ptr& e) noexcept {
-    if (!latch_first_fault(e) && !is_first_fault(e)) report_later_fault(e);
+    if (!latch_first_fault(e) && !faults_.is_first(e)) faults_.report_later(node_.sched, e);
   }
 
   std::coroutine_handle<> fiber_done(detail::Fiber& f, detail::PromiseBase& p,
@@ -258,14 +235,7 @@ class Scope final : private detail::FiberOwner {
   /// A delivered start() result: unlink and free its frame.
   void release_retained(detail::Fiber& f, std::coroutine_handle<> frame) noexcept;
 
-  detail::CancelNode node_;
-  detail::Fiber* body_;
   detail::shim::atomic<std::uint64_t> live_{0};  // 2 * live children, | 1 while the body waits
-  detail::shim::atomic<bool> faulted_{false};
-  detail::shim::atomic<bool> first_fault_ready_{false};
-  detail::shim::atomic<bool> cut_off_{false};  // a child ended with Cancelled
-  std::exception_ptr first_fault_;
-  detail::shim::atomic<std::size_t> suppressed_{0};
   detail::Fiber* retained_ = nullptr;  // finished start() children; guarded by node_.lock
 };
 
@@ -301,7 +271,7 @@ auto scope(F body) -> Task<typename std::invoke_result_t<F&, Scope&>::value_type
   }
   co_await s.join_all();
   s.leave();
-  if (s.first_fault_) std::rethrow_exception(s.first_fault_);
+  if (s.faults_.first()) std::rethrow_exception(s.faults_.first());
   if (body_error) {
     // The body was cancelled. Absorb it only if this scope asked for it.
     if (!s.node_.self_cancelled.load(std::memory_order_acquire)) std::rethrow_exception(body_error);
@@ -314,9 +284,7 @@ auto scope(F body) -> Task<typename std::invoke_result_t<F&, Scope&>::value_type
   // A cancellation from outside that cut a child off surfaces here even if
   // the body finished: the caller must not take that for completion.
   // (Children that all completed beat a late cancel, like the body's value.)
-  if (s.cut_off_.load(std::memory_order_relaxed) && !s.node_.self_cancelled.load(std::memory_order_acquire)) {
-    throw Cancelled{};
-  }
+  if (s.cut_off_from_outside()) throw Cancelled{};
   if constexpr (!std::is_void_v<R>) {
     co_return std::move(*result.value);
   }

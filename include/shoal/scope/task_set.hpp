@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "shoal/detail/view_traits.hpp"
+#include "shoal/detail/child_group.hpp"
 #include "shoal/detail/fiber.hpp"
 #include "shoal/detail/frame_alloc.hpp"
 #include "shoal/detail/spin_lock.hpp"
@@ -142,7 +143,7 @@ Task<void> set_child(F f, Args... args) {
 /// Thread-safety: `spawn`, `spawn_local` and `try_spawn` only from the task
 /// running the body (and the functions it awaits); a spawn from any other
 /// task throws std::logic_error. `close`, `cancel` and the queries: any thread.
-class TaskSet final : private detail::FiberOwner {
+class TaskSet final : private detail::ChildGroup {
   // state_: live children << kCountShift | flags.
   static constexpr std::uint64_t kAdmitWait = 1;      // the body waits for a free slot
   static constexpr std::uint64_t kJoinWait = 2;       // the body waits for the last child
@@ -213,15 +214,15 @@ class TaskSet final : private detail::FiberOwner {
 
   /// Cancels the body and every child without a fault; the set then returns
   /// normally (unless a child faulted). Idempotent. Any thread.
-  void cancel() noexcept { node_.cancel(true); }
+  using ChildGroup::cancel;
 
   bool closed() const noexcept { return (state_.load(std::memory_order_acquire) & kClosed) != 0; }
-  bool cancel_requested() const noexcept { return node_.cancelled.load(std::memory_order_acquire); }
+  using ChildGroup::cancellation_requested;
   /// Children started and not yet finished.
   std::size_t live() const noexcept { return static_cast<std::size_t>(state_.load(std::memory_order_acquire) >> kCountShift); }
   std::size_t limit() const noexcept { return static_cast<std::size_t>(limit_); }
   /// Child faults after the first (each also went to `on_suppressed_fault`).
-  std::size_t suppressed_faults() const noexcept { return suppressed_.load(std::memory_order_relaxed); }
+  using ChildGroup::suppressed_faults;
 
  private:
   template <class F>
@@ -287,19 +288,12 @@ class TaskSet final : private detail::FiberOwner {
   /// The set's result once all are done; rethrows it.
   void finish(std::exception_ptr body_error);
 
-  detail::CancelNode node_;
-  detail::Fiber* body_;
   std::pmr::memory_resource* resource_;
   detail::SerializedResource serialized_;  // what child frames actually come from
   const std::uint64_t limit_;
   detail::shim::atomic<std::uint64_t> state_{0};
   detail::WaitHook* admit_hook_ = nullptr;  // written by the body before it sets kAdmitWait or kIdleWait
   bool out_of_memory_ = false;              // body only
-  detail::shim::atomic<bool> faulted_{false};
-  detail::shim::atomic<bool> first_fault_ready_{false};
-  detail::shim::atomic<bool> cut_off_{false};
-  std::exception_ptr first_fault_;
-  detail::shim::atomic<std::size_t> suppressed_{0};
 };
 
 template <class F, class... Args>

@@ -34,9 +34,7 @@ class CancelFrame {
  public:
   CancelFrame(Fiber* f, bool shielded) noexcept : f_(f) {
     node_.shielded = shielded;
-    CancelNode* parent = f->node.load(std::memory_order_relaxed);
-    node_.attach(parent, f, parent->sched);
-    f->node.store(&node_, std::memory_order_relaxed);
+    node_.enter(f);
   }
   CancelFrame(const CancelFrame&) = delete;
   CancelFrame& operator=(const CancelFrame&) = delete;
@@ -58,8 +56,7 @@ class CancelFrame {
   /// Disarms the timer (waiting out a firing in progress) and leaves the node.
   void leave() noexcept {
     if (armed_) timer_cancel_and_wait(node_.sched, &entry_);
-    node_.detach();
-    f_->node.store(node_.parent, std::memory_order_relaxed);
+    node_.leave(f_);
   }
 
   bool fired() const noexcept { return fired_.load(std::memory_order_acquire); }

@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "shoal/detail/sync_ops.hpp"
+#include "shoal/sync/detail/sync_ops.hpp"
 
 namespace shoal {
 

@@ -7,8 +7,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "shoal/detail/once_core.hpp"
-#include "shoal/detail/sync_ops.hpp"
+#include "shoal/sync/detail/once_core.hpp"
+#include "shoal/sync/detail/sync_ops.hpp"
 #include "shoal/sync/mutex.hpp"
 
 namespace shoal {

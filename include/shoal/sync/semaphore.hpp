@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "shoal/detail/sync_ops.hpp"
+#include "shoal/sync/detail/sync_ops.hpp"
 #include "shoal/sync/mutex.hpp"
 
 namespace shoal {

@@ -57,13 +57,6 @@ void EpollBackend::add(int fd, std::uint32_t interest, void* token) {
   if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) fail("shoal: epoll_ctl(ADD)", errno);
 }
 
-void EpollBackend::modify(int fd, std::uint32_t interest, void* token) {
-  epoll_event ev{};
-  ev.events = to_epoll(interest);
-  ev.data.ptr = token;
-  if (::epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev) != 0) fail("shoal: epoll_ctl(MOD)", errno);
-}
-
 void EpollBackend::remove(int fd) noexcept { ::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr); }
 
 std::size_t EpollBackend::wait(std::chrono::nanoseconds timeout, std::span<Event> out) {

@@ -11,7 +11,6 @@ class EpollBackend final : public Backend {
   ~EpollBackend() override;
   const char* name() const noexcept override { return "epoll"; }
   void add(int fd, std::uint32_t interest, void* token) override;
-  void modify(int fd, std::uint32_t interest, void* token) override;
   void remove(int fd) noexcept override;
   std::size_t wait(std::chrono::nanoseconds timeout, std::span<Event> out) override;
   void wake() noexcept override;

@@ -1,6 +1,6 @@
 // poll(2) backend. Registrations live in a map; each wait snapshots them.
-// A readiness is reported once and the interest is cleared until `modify`
-// re-arms it, which is what edge-triggered callers expect.
+// A readiness is reported once and the interest is cleared until `rearm`
+// arms it again, which is what edge-triggered callers expect.
 #include "src/io/poll/poll_backend.hpp"
 
 #include <fcntl.h>
@@ -30,14 +30,6 @@ void PollBackend::add(int fd, std::uint32_t interest, void* token) {
   if (!regs_.emplace(fd, Reg{interest, token}).second) {
     throw std::system_error(EEXIST, std::generic_category(), "shoal: poll backend add");
   }
-  wake();
-}
-
-void PollBackend::modify(int fd, std::uint32_t interest, void* token) {
-  ::shoal::detail::shim::lock_guard<::shoal::detail::shim::mutex> g(mu_);
-  auto it = regs_.find(fd);
-  if (it == regs_.end()) throw std::system_error(ENOENT, std::generic_category(), "shoal: poll backend modify");
-  it->second = Reg{interest, token};
   wake();
 }
 

@@ -19,7 +19,6 @@ class PollBackend final : public Backend {
   ~PollBackend() override;
   const char* name() const noexcept override { return "poll"; }
   void add(int fd, std::uint32_t interest, void* token) override;
-  void modify(int fd, std::uint32_t interest, void* token) override;
   void remove(int fd) noexcept override;
   std::size_t wait(std::chrono::nanoseconds timeout, std::span<Event> out) override;
   void wake() noexcept override;

@@ -101,12 +101,9 @@ void Driver::io_add(IoSource* s) {
 }
 
 void Driver::io_rearm(int fd, std::uint32_t interest, const IoSource* token) noexcept {
-  std::uint32_t want = 0;
-  if ((interest & IoSource::kReadable) != 0) want |= io::readable;
-  if ((interest & IoSource::kWritable) != 0) want |= io::writable;
   try {
     // `token` may be freed (or reused) by now: the backend only compares it.
-    backend_->rearm(fd, want, const_cast<IoSource*>(token));
+    backend_->rearm(fd, interest, const_cast<IoSource*>(token));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shoal: I/O backend rearm failed: %s\n", e.what());
   }
@@ -136,9 +133,7 @@ void Driver::dispatch_io(const io::Event* events, std::size_t n) noexcept {
   FiberBatch batch;
   for (std::size_t i = 0; i < n; ++i) {
     auto* s = static_cast<IoSource*>(events[i].token);
-    std::uint32_t bits = 0;
-    if ((events[i].ready & io::readable) != 0) bits |= IoSource::kReadable;
-    if ((events[i].ready & io::writable) != 0) bits |= IoSource::kWritable;
+    const std::uint32_t bits = events[i].ready;  // io::Interest bits, as the source keeps them
     std::uint32_t v = s->state.load(std::memory_order_relaxed);
     while (!s->state.compare_exchange_weak(v, (v + IoSource::kTick) | bits, std::memory_order_acq_rel,
                                            std::memory_order_relaxed)) {

@@ -13,7 +13,7 @@
 #include <span>
 
 #include "shoal/detail/fiber.hpp"
-#include "shoal/detail/io_source.hpp"
+#include "src/io/io_source.hpp"
 #include "shoal/detail/sync_shim.hpp"
 #include "shoal/detail/timer.hpp"
 #include "src/io/backend.hpp"

@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "shoal/detail/permits.hpp"
+#include "shoal/sync/detail/permits.hpp"
 #include "shoal/runtime/task.hpp"
 #include "shoal/scope/cancel.hpp"
 #include "shoal/scope/scope.hpp"

@@ -1,6 +1,6 @@
-// A file descriptor registered with a runtime's reactor: cached readiness
-// plus the tasks waiting for it. I/O operations try the syscall first and
-// wait only after EAGAIN (see src/io/reactor.cpp for the protocol).
+// A file descriptor registered with a runtime's reactor (private): cached
+// readiness plus the tasks waiting for it. I/O operations try the syscall
+// first and wait only after EAGAIN (see src/io/reactor.cpp for the protocol).
 #pragma once
 
 #include <atomic>
@@ -9,10 +9,12 @@
 #include <cstdint>
 
 #include "shoal/detail/fiber.hpp"
+#include "shoal/detail/io_slot.hpp"
 #include "shoal/detail/spin_lock.hpp"
 #include "shoal/detail/sync_shim.hpp"
 #include "shoal/detail/wait_queue.hpp"
 #include "shoal/runtime/errors.hpp"
+#include "src/io/backend.hpp"
 
 namespace shoal::detail {
 
@@ -30,7 +32,7 @@ struct IoCore {
 };
 
 struct IoSource {
-  static constexpr std::uint32_t kReadable = 1, kWritable = 2;
+  // Readiness bits are io::Interest values (src/io/backend.hpp).
   static constexpr std::uint32_t kTick = 1u << 8;  // bumped by every readiness event
 
   int fd = -1;
@@ -51,8 +53,8 @@ struct IoWaiter final : Waiter {
 };
 
 /// Registers `fd` (non-blocking, edge-triggered, both directions, for its
-/// lifetime) with the calling task's runtime, assuming `ready` (kReadable |
-/// kWritable: try the syscall first; 0: wait for the first event, as a
+/// lifetime) with the calling task's runtime, assuming `ready` (io::readable |
+/// io::writable: try the syscall first; 0: wait for the first event, as a
 /// connect in progress must). Throws std::logic_error outside a task,
 /// std::system_error if the backend refuses.
 IoSource* io_register(int fd, std::uint32_t ready);
@@ -60,40 +62,6 @@ IoSource* io_register(int fd, std::uint32_t ready);
 /// closing a stream another task is using is a bug (cancel that task).
 /// The memory is reclaimed by the reactor once no event can refer to it.
 void io_deregister(IoSource* s) noexcept;
-
-/// The lazily registered source of one fd. A reader and a writer may reach
-/// their first operation at the same moment on two workers: exactly one of
-/// them registers (a second add of the same fd would fail), the other waits
-/// the few microseconds that takes. Not for use while being moved.
-class IoSlot {
- public:
-  IoSlot() noexcept = default;
-  IoSlot(IoSlot&& o) noexcept : v_(o.v_.exchange(0, std::memory_order_acq_rel)) {}
-  /// The caller released this slot first.
-  IoSlot& operator=(IoSlot&& o) noexcept {
-    v_.store(o.v_.exchange(0, std::memory_order_acq_rel), std::memory_order_release);
-    return *this;
-  }
-  IoSlot(const IoSlot&) = delete;
-  IoSlot& operator=(const IoSlot&) = delete;
-  /// The source, registering `fd` with `ready` at the first call (see io_register).
-  IoSource* get(int fd, std::uint32_t ready) {
-    const std::uintptr_t v = v_.load(std::memory_order_acquire);
-    if (v > kRegistering) return reinterpret_cast<IoSource*>(v);
-    return get_slow(fd, ready);
-  }
-  /// Deregisters the source if there is one (before the fd is closed).
-  void release() noexcept;
-
- private:
-  static constexpr std::uintptr_t kRegistering = 1;
-  IoSource* get_slow(int fd, std::uint32_t ready);
-  std::atomic<std::uintptr_t> v_{0};
-};
-
-/// Sources registered with the calling task's runtime (0 outside a task):
-/// tests and diagnostics check for leaked registrations with it.
-std::size_t io_registrations() noexcept;
 
 /// After EAGAIN: drops `bit` from the cached readiness, unless an event
 /// arrived since `seen` was read (then the caller just tries again).

@@ -35,16 +35,13 @@ detail::PromiseBase& promise_of(detail::Fiber& f) noexcept {
 
 std::coroutine_handle<> Scope::fiber_done(detail::Fiber& f, detail::PromiseBase& p,
                                           std::coroutine_handle<> frame) noexcept {
-  if (p.error_) {
-    if (detail::is_cancelled_exception(p.error_)) {
-      cut_off_.store(true, std::memory_order_relaxed);  // the join's acquire publishes it
-    } else if ((f.flags & detail::Fiber::kRetained) == 0) {
+  if (child_ended(f, p.error_) == End::fault) {
+    if ((f.flags & detail::Fiber::kRetained) == 0) {
       fault(p.error_);
-    } else if (!latch_first_fault(p.error_) && !is_first_fault(p.error_)) {
+    } else if (!latch_first_fault(p.error_) && !faults_.is_first(p.error_)) {
       f.flags |= detail::Fiber::kFaultDeferred;  // the handle may deliver it yet
     }
   }
-  if ((f.flags & detail::Fiber::kLinked) != 0) node_.remove_fiber(&f);
   detail::Fiber* body = body_;
   if ((f.flags & detail::Fiber::kRetained) != 0) {
     f.resume = frame;  // the frame to free if the result is never delivered
@@ -82,12 +79,11 @@ void Scope::release_retained(detail::Fiber& f, std::coroutine_handle<> frame) no
 }
 
 void Scope::leave() noexcept {
-  node_.detach();
-  body_->node.store(node_.parent, std::memory_order_relaxed);
+  leave_node();
   while (retained_ != nullptr) {
     detail::Fiber* f = retained_;
     retained_ = f->node_next;
-    if ((f->flags & detail::Fiber::kFaultDeferred) != 0) report_later_fault(promise_of(*f).error_);
+    if ((f->flags & detail::Fiber::kFaultDeferred) != 0) faults_.report_later(node_.sched, promise_of(*f).error_);
     f->resume.destroy();
   }
 }

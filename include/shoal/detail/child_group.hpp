@@ -1,0 +1,122 @@
+// The one child-group core: what a scope, a task set and the runtime's root
+// share about the children they own. Each is a thin policy over it: when to
+// cancel (a scope on the first fault, a task set never for a child's), how
+// to count live children and wake the body, what to hand back.
+#pragma once
+
+#include <atomic>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+
+#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/sync_shim.hpp"
+
+namespace shoal::detail {
+
+/// True for an exception_ptr captured from a Cancelled, without a rethrow.
+bool is_cancelled_exception(const std::exception_ptr& e) noexcept;
+
+/// Reports `e` to the runtime's on_suppressed_fault (default: one line on
+/// stderr). Out of line, noexcept, allocation-free by default.
+void report_suppressed_fault(Scheduler* s, const std::exception_ptr& e) noexcept;
+
+/// The first fault of a group, latched once by whichever child (or body)
+/// gets there first on any worker; every later fault is counted and
+/// reported exactly once.
+class FaultLatch {
+ public:
+  /// True if `e` is now the first fault.
+  bool latch(const std::exception_ptr& e) noexcept {
+    if (faulted_.exchange(true, std::memory_order_acq_rel)) return false;
+    first_ = e;
+    ready_.store(true, std::memory_order_release);
+    return true;
+  }
+  /// The first fault again (a body rethrowing what a handle delivered).
+  bool is_first(const std::exception_ptr& e) const noexcept {
+    return ready_.load(std::memory_order_acquire) && e == first_;
+  }
+  void report_later(Scheduler* s, const std::exception_ptr& e) noexcept {
+    suppressed_.fetch_add(1, std::memory_order_relaxed);
+    report_suppressed_fault(s, e);
+  }
+  /// After the join (which publishes it): the first fault, if any.
+  const std::exception_ptr& first() const noexcept { return first_; }
+  std::size_t suppressed() const noexcept { return suppressed_.load(std::memory_order_relaxed); }
+
+ private:
+  shim::atomic<bool> faulted_{false};
+  shim::atomic<bool> ready_{false};
+  std::exception_ptr first_;
+  shim::atomic<std::size_t> suppressed_{0};
+};
+
+/// Fills a child's spawned-task record (it lives in the child's promise,
+/// which points at it through `promise_fiber`) so that it runs `h` in `node`
+/// and reports to `owner`. The caller schedules it.
+inline void adopt_child(Fiber& cf, Fiber*& promise_fiber, std::coroutine_handle<> h, CancelNode& node,
+                        FiberOwner* owner, std::uint32_t flags) noexcept {
+  cf.sched = node.sched;
+  cf.owner = owner;
+  cf.node.store(&node, std::memory_order_relaxed);
+  cf.home = &node;
+  cf.resume = h;
+  cf.flags = flags;
+  promise_fiber = &cf;
+}
+
+/// A group of children under one cancel node, entered by the body's fiber for
+/// the group's extent.
+class ChildGroup : public FiberOwner {
+ public:
+  ChildGroup(const ChildGroup&) = delete;
+  ChildGroup& operator=(const ChildGroup&) = delete;
+
+  /// Cancels the body and every child. Any thread.
+  void cancel() noexcept { node_.cancel(true); }
+  /// True once this group (or an enclosing scope) is cancelled.
+  bool cancellation_requested() const noexcept { return node_.cancelled.load(std::memory_order_acquire); }
+  /// Faults after the first reported so far.
+  std::size_t suppressed_faults() const noexcept { return faults_.suppressed(); }
+
+ protected:
+  explicit ChildGroup(Fiber* body) noexcept : body_(body) { node_.enter(body); }
+  ~ChildGroup() = default;
+
+  /// Starts the child whose frame is `h` (its record `cf` in its promise)
+  /// on any worker, or pinned to this one (`local`). Not linked into the
+  /// node yet: a child that never waits never takes the node's lock.
+  void launch(Fiber& cf, Fiber*& promise_fiber, std::coroutine_handle<> h, std::uint32_t flags, bool local) noexcept {
+    adopt_child(cf, promise_fiber, h, node_, this, flags);
+    if (local) pin_to_current_worker(&cf);
+    schedule_spawn(&cf);
+  }
+
+  /// How a child ended, at its fiber_done: `fault` leaves its error to the
+  /// policy; a child that a cancellation cut off marks the group, so an
+  /// outside cancellation surfaces at the join even if the body finished.
+  enum class End : std::uint8_t { value, cancelled, fault };
+  End child_ended(Fiber& f, const std::exception_ptr& error) noexcept {
+    if ((f.flags & Fiber::kLinked) != 0) node_.remove_fiber(&f);
+    if (!error) return End::value;
+    if (!is_cancelled_exception(error)) return End::fault;
+    cut_off_.store(true, std::memory_order_relaxed);
+    return End::cancelled;
+  }
+
+  /// After the join: the body's fiber leaves the group's node.
+  void leave_node() noexcept { node_.leave(body_); }
+  /// An outside cancellation cut a child off and this group did not ask for it.
+  bool cut_off_from_outside() const noexcept {
+    return cut_off_.load(std::memory_order_relaxed) && !node_.self_cancelled.load(std::memory_order_acquire);
+  }
+
+  CancelNode node_;
+  Fiber* body_;
+  FaultLatch faults_;
+  shim::atomic<bool> cut_off_{false};  // a child ended with Cancelled; the join's acquire publishes it
+};
+
+}  // namespace shoal::detail
