@@ -9,6 +9,7 @@ cmake --install build/release --prefix "$prefix" >/dev/null
 cmake -S tests/install -B "$prefix/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$prefix/consumer" >/dev/null
 "$prefix/consumer/consumer"
+"$prefix/consumer/testing_consumer"
 PKG_CONFIG_PATH="$prefix/lib/pkgconfig" g++ tests/install/main.cpp -o "$prefix/pc_consumer" \
   $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs shoal)
 "$prefix/pc_consumer"

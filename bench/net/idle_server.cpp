@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "http/hello.hpp"
+#include "shoal/testing/frame_hooks.hpp"
 #include "shoal/detail/frame_alloc.hpp"
 #include "shoal/shoal.hpp"
 
@@ -50,7 +51,7 @@ void census_deallocate(void* p, std::size_t size, void*) noexcept {
   std::free(p);
 }
 
-const shoal::detail::FrameHooks g_hooks{census_allocate, census_deallocate, nullptr};
+const shoal::testing::FrameHooks g_hooks{census_allocate, census_deallocate, nullptr};
 
 void print_census() {
   std::lock_guard<std::mutex> g(g_census_mu);
@@ -146,7 +147,7 @@ int main(int argc, char** argv) {
   }
   const bool hello_mode = argc > 2 && std::strcmp(argv[2], "hello") == 0;
   const bool census = argc > 3 && std::strcmp(argv[3], "census") == 0;
-  if (census) shoal::detail::set_frame_hooks(&g_hooks);
+  if (census) shoal::testing::set_frame_hooks(&g_hooks);
   try {
     shoal::run(run_server(shoal::net::Address::parse(argc > 1 ? argv[1] : "127.0.0.1:8081"), hello_mode, census));
   } catch (const std::exception& e) {

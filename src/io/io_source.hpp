@@ -63,6 +63,11 @@ IoSource* io_register(int fd, std::uint32_t ready);
 /// The memory is reclaimed by the reactor once no event can refer to it.
 void io_deregister(IoSource* s) noexcept;
 
+/// A cancellation point before an I/O operation's first side effect.
+inline void io_check_cancelled() {
+  if (Fiber* f = current_fiber(); f != nullptr && f->cancelled()) throw Cancelled{};
+}
+
 /// After EAGAIN: drops `bit` from the cached readiness, unless an event
 /// arrived since `seen` was read (then the caller just tries again).
 inline bool io_clear(IoSource* s, std::uint32_t seen, std::uint32_t bit) noexcept {

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "shoal/detail/frame_alloc.hpp"
+#include "shoal/testing/registrations.hpp"
 #include "src/io/io_source.hpp"
 #include "src/runtime/scheduler.hpp"
 
@@ -90,10 +91,6 @@ void IoSlot::release() noexcept {
   if (v > kRegistering) io_deregister(reinterpret_cast<IoSource*>(v));
 }
 
-std::size_t io_registrations() noexcept {
-  Fiber* f = current_fiber();
-  return f == nullptr ? 0 : f->sched->driver().io_core()->live.load(std::memory_order_relaxed);
-}
 
 bool io_wait_suspend(IoWaiter& w, Fiber* f, std::coroutine_handle<> h) noexcept {
   IoSource* s = w.src;
@@ -121,3 +118,10 @@ bool io_wait_suspend(IoWaiter& w, Fiber* f, std::coroutine_handle<> h) noexcept 
 }
 
 }  // namespace shoal::detail
+
+namespace shoal::testing {
+std::size_t io_registrations() noexcept {
+  detail::Fiber* f = detail::current_fiber();
+  return f == nullptr ? 0 : f->sched->driver().io_core()->live.load(std::memory_order_relaxed);
+}
+}  // namespace shoal::testing

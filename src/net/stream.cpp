@@ -26,10 +26,7 @@ namespace {
 using detail::IoSource;
 namespace io = detail::io;
 
-/// A cancellation point before any side effect.
-void check_cancelled() {
-  if (detail::Fiber* f = detail::current_fiber(); f != nullptr && f->cancelled()) throw Cancelled{};
-}
+using detail::io_check_cancelled;
 
 /// Yields once the task's budget is spent, without a cancellation check:
 /// the operation already had its effect, which must not be lost.
@@ -101,7 +98,7 @@ IoSource* Stream::source(std::uint32_t ready_hint) {
 }
 
 Task<std::size_t> Stream::read_some(std::span<std::byte> buf) {
-  check_cancelled();
+  io_check_cancelled();
   IoSource* s = source(io::readable | io::writable);
   for (;;) {
     const std::uint32_t seen = s->state.load(std::memory_order_acquire);
@@ -135,7 +132,7 @@ Task<void> Stream::read_exact(std::span<std::byte> buf) {
 }
 
 Task<std::size_t> Stream::write_some(std::span<const std::byte> buf) {
-  check_cancelled();
+  io_check_cancelled();
   IoSource* s = source(io::readable | io::writable);
   for (;;) {
     const std::uint32_t seen = s->state.load(std::memory_order_acquire);
@@ -168,7 +165,7 @@ Task<void> Stream::write_all(std::span<const std::byte> buf) {
 }
 
 Task<void> Stream::wait_readable() {
-  check_cancelled();
+  io_check_cancelled();
   IoSource* s = source(io::readable | io::writable);
   for (;;) {
     const std::uint32_t seen = s->state.load(std::memory_order_acquire);
@@ -264,7 +261,7 @@ Address Listener::local_address() const {
 }
 
 Task<Stream> Listener::accept() {
-  check_cancelled();
+  io_check_cancelled();
   if (fd_ < 0) throw std::logic_error("shoal::net::Listener::accept: the listener is closed (or moved from)");
   IoSource* s = src_.get(fd_, io::readable);
   auto backoff = std::chrono::milliseconds(5);
@@ -301,7 +298,7 @@ Task<Stream> Listener::accept() {
 // ---- connect ------------------------------------------------------------
 
 Task<Stream> Stream::connect_now(Address address) {
-  check_cancelled();
+  io_check_cancelled();
   const int fd = ::socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     throw std::system_error(errno, std::generic_category(), "shoal::net::connect " + address.to_string() + ": socket");

@@ -18,9 +18,7 @@ namespace {
 using detail::IoSource;
 namespace io = detail::io;
 
-void check_cancelled() {
-  if (detail::Fiber* f = detail::current_fiber(); f != nullptr && f->cancelled()) throw Cancelled{};
-}
+using detail::io_check_cancelled;
 
 [[noreturn]] void udp_error(const std::string& what, int err) {
   throw std::system_error(err, std::generic_category(), "shoal::net::UdpSocket::" + what);
@@ -65,7 +63,7 @@ IoSource* UdpSocket::source() {
 }
 
 Task<std::size_t> UdpSocket::send_to(std::span<const std::byte> data, Address to) {
-  check_cancelled();
+  io_check_cancelled();
   IoSource* s = source();
   for (;;) {
     const std::uint32_t seen = s->state.load(std::memory_order_acquire);
@@ -79,7 +77,7 @@ Task<std::size_t> UdpSocket::send_to(std::span<const std::byte> data, Address to
 }
 
 Task<Datagram> UdpSocket::recv_from(std::span<std::byte> buf) {
-  check_cancelled();
+  io_check_cancelled();
   IoSource* s = source();
   for (;;) {
     const std::uint32_t seen = s->state.load(std::memory_order_acquire);

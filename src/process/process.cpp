@@ -204,7 +204,7 @@ Task<ExitStatus> Child::wait() {
   if (pidfd_ >= 0) watch.src = detail::io_register(pidfd_, 0);
   auto backoff = std::chrono::milliseconds(1);
   for (;;) {
-    if (detail::Fiber* f = detail::current_fiber(); f != nullptr && f->cancelled()) throw Cancelled{};
+    detail::io_check_cancelled();
     const std::uint32_t seen = watch.src != nullptr ? watch.src->state.load(std::memory_order_acquire) : 0;
     int st = 0;
     const pid_t r = ::waitpid(pid_, &st, WNOHANG);

@@ -1,15 +1,20 @@
 // The deterministic executor (see deterministic.hpp).
 #include "src/runtime/deterministic.hpp"
 
-#include "shoal/detail/test_hooks.hpp"
+#include "shoal/testing/step_hook.hpp"
 #include "src/runtime/scheduler.hpp"
 
 namespace shoal::detail {
 namespace {
-shim::atomic<const StepHook*> g_step_hook{nullptr};
+shim::atomic<const testing::StepHook*> g_step_hook{nullptr};
 }  // namespace
+}  // namespace shoal::detail
 
-void set_step_hook(const StepHook* hook) noexcept { g_step_hook.store(hook, std::memory_order_release); }
+namespace shoal::testing {
+void set_step_hook(const StepHook* hook) noexcept { detail::g_step_hook.store(hook, std::memory_order_release); }
+}  // namespace shoal::testing
+
+namespace shoal::detail {
 
 void DeterministicExecutor::push_locked(Fiber* f) noexcept {
   try {
@@ -51,7 +56,7 @@ void DeterministicExecutor::run(Scheduler& s, Worker& w) noexcept {
   for (;;) {
     if (Fiber* f = pick()) {
       s.run_fiber(w, f);
-      if (const StepHook* h = g_step_hook.load(std::memory_order_acquire)) h->after_step(h->ctx);
+      if (const testing::StepHook* h = g_step_hook.load(std::memory_order_acquire)) h->after_step(h->ctx);
       continue;
     }
     if (s.shutting_down()) break;

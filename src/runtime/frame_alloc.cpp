@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "shoal/detail/sync_shim.hpp"
+#include "shoal/testing/frame_hooks.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SHOAL_FRAME_CACHE 0
@@ -32,6 +33,7 @@
 #endif
 
 namespace shoal::detail {
+using testing::FrameHooks;
 namespace {
 
 enum class Source : std::uint32_t { heap, hooks, resource, cache };
@@ -138,7 +140,7 @@ thread_local std::pmr::memory_resource* tls_resource = nullptr;
 
 }  // namespace
 
-void set_frame_hooks(const FrameHooks* hooks) noexcept { g_hooks.store(hooks, std::memory_order_release); }
+
 
 FrameResourceGuard::FrameResourceGuard(std::pmr::memory_resource* resource) noexcept
     : previous_(tls_resource) {
@@ -199,3 +201,9 @@ void frame_deallocate(void* p, std::size_t size) noexcept {
 }
 
 }  // namespace shoal::detail
+
+namespace shoal::testing {
+void set_frame_hooks(const FrameHooks* hooks) noexcept {
+  detail::g_hooks.store(hooks, std::memory_order_release);
+}
+}  // namespace shoal::testing

@@ -103,7 +103,7 @@ Task<int> wait_for(std::vector<int> wanted) {
   PipeWatch watch;
   watch.src = detail::io_register(watch.fd, detail::io::readable);
   for (;;) {
-    if (detail::Fiber* f = detail::current_fiber(); f != nullptr && f->cancelled()) throw Cancelled{};
+    detail::io_check_cancelled();
     const std::uint32_t seen = watch.src->state.load(std::memory_order_acquire);
     while (drain(watch.fd)) {
     }

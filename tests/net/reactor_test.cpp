@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "shoal/detail/io_slot.hpp"
+#include "shoal/testing/registrations.hpp"
 #include "shoal/net/stream.hpp"
 #include "support/process_stats.hpp"
 #include "support/test_support.hpp"
@@ -32,7 +32,7 @@ SHOAL_TEST_SUITE(ReactorTest);
 std::span<std::byte> bytes(std::vector<char>& v) { return std::as_writable_bytes(std::span(v)); }
 
 SHOAL_TEST(ReactorTest, CancelledBlockedIoLeavesNoRegistrationOrFdBehind) {
-  const std::size_t regs_before = shoal::detail::io_registrations();
+  const std::size_t regs_before = shoal::testing::io_registrations();
   const int fds_before = open_fds();
   {
     auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
@@ -47,9 +47,9 @@ SHOAL_TEST(ReactorTest, CancelledBlockedIoLeavesNoRegistrationOrFdBehind) {
     const std::string big(8 << 20, 'x');
     EXPECT_FALSE(co_await shoal::move_on_after(20ms, conn.write_all(big)));
     EXPECT_FALSE((co_await shoal::move_on_after(5ms, listener.accept())).has_value());
-    EXPECT_GT(shoal::detail::io_registrations(), regs_before);
+    EXPECT_GT(shoal::testing::io_registrations(), regs_before);
   }
-  EXPECT_EQ(shoal::detail::io_registrations(), regs_before) << "a registration leaked";
+  EXPECT_EQ(shoal::testing::io_registrations(), regs_before) << "a registration leaked";
   EXPECT_EQ(open_fds(), fds_before) << "a file descriptor leaked";
 }
 

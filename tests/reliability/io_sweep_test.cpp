@@ -49,8 +49,8 @@
 #include <utility>
 #include <vector>
 
-#include "shoal/detail/io_slot.hpp"
-#include "shoal/detail/test_hooks.hpp"
+#include "shoal/testing/registrations.hpp"
+#include "shoal/testing/step_hook.hpp"
 #include "shoal/net/stream.hpp"
 #include "support/frame_counter.hpp"
 #include "support/process_stats.hpp"
@@ -362,7 +362,7 @@ std::size_t drain(Ctx& c, Stream& in, std::string& corrupt) {
 }
 
 Task<void> scenario(Ctx& c, Outcome& o) {
-  const std::size_t registrations_before = shoal::detail::io_registrations();
+  const std::size_t registrations_before = shoal::testing::io_registrations();
   std::exception_ptr error;
   {
     int sv[2];
@@ -394,7 +394,7 @@ Task<void> scenario(Ctx& c, Outcome& o) {
     reset_on_close(k.tcp_server);
     reset_on_close(k.tcp_client);
   }
-  o.registrations_delta = static_cast<long>(shoal::detail::io_registrations()) - static_cast<long>(registrations_before);
+  o.registrations_delta = static_cast<long>(shoal::testing::io_registrations()) - static_cast<long>(registrations_before);
   if (error) std::rethrow_exception(error);
 }
 
@@ -402,12 +402,12 @@ Outcome run_once(std::uint64_t seed, Action action, long act_at) {
   Ctx c;
   c.action = action;
   c.act_at = act_at;
-  shoal::detail::StepHook hook{&Ctx::on_step, &c};
+  shoal::testing::StepHook hook{&Ctx::on_step, &c};
   Outcome o;
   const int fds_before = open_fds();
   {
     shoal::test::FrameCounter frames;
-    shoal::detail::set_step_hook(&hook);
+    shoal::testing::set_step_hook(&hook);
     try {
       shoal::run(scenario(c, o), shoal::RuntimeOptions::simulated(seed));
     } catch (const Boom& b) {
@@ -420,7 +420,7 @@ Outcome run_once(std::uint64_t seed, Action action, long act_at) {
       o.other_error = true;
       o.other_what = "Cancelled escaped the scope";
     }
-    shoal::detail::set_step_hook(nullptr);
+    shoal::testing::set_step_hook(nullptr);
     o.live_frames = frames.live();
   }
   o.fds_delta = open_fds() - fds_before;

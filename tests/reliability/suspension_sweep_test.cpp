@@ -18,7 +18,7 @@
 #include <string>
 #include <utility>
 
-#include "shoal/detail/test_hooks.hpp"
+#include "shoal/testing/step_hook.hpp"
 #include "support/frame_counter.hpp"
 #include "support/test_support.hpp"
 
@@ -270,10 +270,10 @@ Outcome run_once(std::uint64_t seed, int capacity, Action action, long act_at) {
   Ctx c;
   c.action = action;
   c.act_at = act_at;
-  shoal::detail::StepHook hook{&Ctx::on_step, &c};
+  shoal::testing::StepHook hook{&Ctx::on_step, &c};
   Outcome o;
   shoal::test::FrameCounter frames;
-  shoal::detail::set_step_hook(&hook);
+  shoal::testing::set_step_hook(&hook);
   {
     Channel<int> ch(static_cast<std::size_t>(capacity));
     try {
@@ -299,7 +299,7 @@ Outcome run_once(std::uint64_t seed, int capacity, Action action, long act_at) {
     while (auto v = ch.try_recv()) left += *v;
     o.conserved_delta = c.sent - c.received - left;
   }
-  shoal::detail::set_step_hook(nullptr);
+  shoal::testing::set_step_hook(nullptr);
   o.steps = c.steps;
   o.sends_ok = c.sends_ok;
   o.first_fault = c.first_fault;

@@ -32,7 +32,7 @@
 #include <string>
 #include <utility>
 
-#include "shoal/detail/test_hooks.hpp"
+#include "shoal/testing/step_hook.hpp"
 #include "shoal/sync.hpp"
 #include "support/frame_counter.hpp"
 #include "support/test_support.hpp"
@@ -328,12 +328,12 @@ Outcome run_once(std::uint64_t seed, Action action, long act_at) {
   Ctx c;
   c.action = action;
   c.act_at = act_at;
-  shoal::detail::StepHook hook{&Ctx::on_step, &c};
+  shoal::testing::StepHook hook{&Ctx::on_step, &c};
   Outcome o;
   auto* locks = new Locks;  // deleted below only if every lock is free (else its destructor would abort)
   {
     shoal::test::FrameCounter frames;
-    shoal::detail::set_step_hook(&hook);
+    shoal::testing::set_step_hook(&hook);
     shoal::RuntimeOptions opts = shoal::RuntimeOptions::simulated(seed);
     opts.on_suppressed_fault = [](std::exception_ptr) {};
     try {
@@ -358,7 +358,7 @@ Outcome run_once(std::uint64_t seed, Action action, long act_at) {
       o.other_error = true;
       o.other_what = e.what();
     }
-    shoal::detail::set_step_hook(nullptr);
+    shoal::testing::set_step_hook(nullptr);
     o.live_frames = frames.live();
   }
   if (o.mutex_free && o.rw_free && o.sem_free) delete locks;

@@ -1,62 +1,8 @@
-// Frame allocation hooks for tests: counts live frames and can fail the N-th
-// allocation (once, or from then on).
+// The frame counter now ships with shoal::testing.
 #pragma once
 
-#include <atomic>
-#include <cstddef>
-#include <new>
-
-#include "shoal/detail/frame_alloc.hpp"
+#include "shoal/testing/frame_counter.hpp"
 
 namespace shoal::test {
-
-class FrameCounter {
- public:
-  FrameCounter() {
-    hooks_ = detail::FrameHooks{&FrameCounter::alloc, &FrameCounter::dealloc, this};
-    detail::set_frame_hooks(&hooks_);
-  }
-  ~FrameCounter() { detail::set_frame_hooks(nullptr); }
-  FrameCounter(const FrameCounter&) = delete;
-  FrameCounter& operator=(const FrameCounter&) = delete;
-
-  long live() const noexcept { return live_.load(); }
-  long allocations() const noexcept { return count_.load(); }
-  long failures() const noexcept { return failures_.load(); }
-
-  /// Fails the n-th allocation from now (1 = the next one); with `forever`,
-  /// that one and every later one.
-  void fail_at(long n, bool forever = false) noexcept {
-    fail_forever_.store(forever);
-    fail_at_.store(count_.load() + n);
-  }
-  void stop_failing() noexcept { fail_at_.store(0); }
-
- private:
-  static void* alloc(std::size_t size, void* ctx) {
-    auto* self = static_cast<FrameCounter*>(ctx);
-    long n = self->count_.fetch_add(1) + 1;
-    long at = self->fail_at_.load();
-    if (at != 0 && (n == at || (self->fail_forever_.load() && n > at))) {
-      self->failures_.fetch_add(1);
-      throw std::bad_alloc();
-    }
-    void* p = ::operator new(size);
-    self->live_.fetch_add(1);
-    return p;
-  }
-  static void dealloc(void* p, std::size_t size, void* ctx) noexcept {
-    static_cast<FrameCounter*>(ctx)->live_.fetch_sub(1);
-    (void)size;
-    ::operator delete(p);
-  }
-
-  detail::FrameHooks hooks_{};
-  std::atomic<long> live_{0};
-  std::atomic<long> count_{0};
-  std::atomic<long> failures_{0};
-  std::atomic<long> fail_at_{0};
-  std::atomic<bool> fail_forever_{false};
-};
-
+using ::shoal::testing::FrameCounter;
 }  // namespace shoal::test

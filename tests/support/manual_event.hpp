@@ -1,8 +1,8 @@
-// Tests wait on shoal's internal one-shot event.
+// The manual event now ships with shoal::testing.
 #pragma once
 
-#include "shoal/detail/event.hpp"
+#include "shoal/testing/manual_event.hpp"
 
 namespace shoal::test {
-using ManualEvent = ::shoal::detail::Event;
+using ::shoal::testing::ManualEvent;
 }  // namespace shoal::test

@@ -1,50 +1,8 @@
-// A test watchdog: if not disarmed within its deadline it prints every live
-// runtime's worker and task state, then aborts, so a hang fails loudly.
+// The watchdog now ships with shoal::testing.
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
-#include <cstdio>
-#include <cstdlib>
-#include <iostream>
-#include <mutex>
-#include <string>
-#include <thread>
-
-#include "shoal/runtime/run.hpp"
+#include "shoal/testing/watchdog.hpp"
 
 namespace shoal::test {
-
-class Watchdog {
- public:
-  explicit Watchdog(std::chrono::seconds limit, std::string what = "test")
-      : what_(std::move(what)), thread_([this, limit] {
-          std::unique_lock<std::mutex> g(mu_);
-          if (!cv_.wait_for(g, limit, [this] { return disarmed_; })) {
-            std::fprintf(stderr, "\nshoal watchdog: %s did not finish within %llds; state:\n", what_.c_str(),
-                         static_cast<long long>(limit.count()));
-            Runtime::dump_all(std::cerr);
-            std::cerr.flush();
-            std::abort();
-          }
-        }) {}
-  ~Watchdog() {
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      disarmed_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-  }
-  Watchdog(const Watchdog&) = delete;
-  Watchdog& operator=(const Watchdog&) = delete;
-
- private:
-  std::string what_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool disarmed_ = false;
-  std::thread thread_;
-};
-
+using ::shoal::testing::Watchdog;
 }  // namespace shoal::test

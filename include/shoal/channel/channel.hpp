@@ -204,13 +204,26 @@ class Channel {
   };
 
   /// Waits for room (or a receiver, at capacity 0), then enqueues `v`.
-  /// Checkpoint: yes. Cancellation: nothing is enqueued.
-  /// Throws: Cancelled; ChannelClosedError<T> (carrying `v`) once closed.
+  /// Checkpoint: yes; a send that need not wait yields once per budget (the
+  ///   value is sent, and the send returns normally even if cancelled then).
+  /// Cancellation: nothing is enqueued; `v` is destroyed with the awaiter
+  ///   (only ChannelClosedError hands it back).
   /// Thread-safety: any task; plain threads use send_blocking.
+  /// Throws: Cancelled; ChannelClosedError<T> (carrying `v`) once closed, or
+  ///   when close() wakes the waiting send; what T's move throws when the
+  ///   channel takes `v` (then nothing is enqueued); std::logic_error when
+  ///   awaited outside a shoal task.
   [[nodiscard]] SendAwaiter send(T v) { return SendAwaiter(this, std::move(v)); }
 
   /// Waits for a value. Returns nullopt once closed and drained.
-  /// Checkpoint: yes. Cancellation: no value is taken.
+  /// Checkpoint: yes; a recv that need not wait yields once per budget
+  ///   (keeping the value it took).
+  /// Cancellation: no value is taken. A value handed over wins over a
+  ///   cancellation at the same moment: it is returned, and the next
+  ///   checkpoint throws.
+  /// Thread-safety: any task; plain threads use recv_blocking.
+  /// Throws: Cancelled; what T's move throws (the value stays in the
+  ///   channel); std::logic_error when awaited outside a shoal task.
   [[nodiscard]] RecvAwaiter recv() noexcept { return RecvAwaiter(this); }
 
   /// Never waits. On anything but `sent`, `v` is left untouched.
@@ -257,8 +270,12 @@ class Channel {
 
   // ---- the thread bridge: blocking forms for plain threads ------------------
 
-  /// Blocks the calling thread until `v` is enqueued. Throws
-  /// ChannelClosedError<T> once closed; std::logic_error on a runtime worker.
+  /// Blocks the calling thread until `v` is enqueued.
+  /// Checkpoint: not applicable (a thread is in no scope: nothing cancels it).
+  /// Cancellation: none; close() is how to end the wait.
+  /// Thread-safety: plain threads and spawn_blocking functions, not a worker.
+  /// Throws: ChannelClosedError<T> (carrying `v`) once closed; what T's move
+  ///   throws; std::logic_error on a runtime worker.
   void send_blocking(T v) {
     check_not_worker("send_blocking");
     ThreadSend w(this, std::move(v));
@@ -274,7 +291,9 @@ class Channel {
   }
 
   /// Blocks the calling thread until a value arrives, or returns nullopt
-  /// once closed and drained. std::logic_error on a runtime worker.
+  /// once closed and drained.
+  /// Checkpoint, Cancellation, Thread-safety: as send_blocking.
+  /// Throws: what T's move throws; std::logic_error on a runtime worker.
   std::optional<T> recv_blocking() {
     check_not_worker("recv_blocking");
     std::optional<T> out;  // the waiter fills the caller's result: no move after the hand-off

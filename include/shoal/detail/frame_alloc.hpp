@@ -1,24 +1,12 @@
 // Coroutine frame allocation: every shoal frame goes through here so that
 // task sets can place frames in a pmr resource and tests can fail the N-th
-// allocation and count live frames.
+// allocation and count live frames (shoal/testing/frame_hooks.hpp).
 #pragma once
 
 #include <cstddef>
 #include <memory_resource>
 
 namespace shoal::detail {
-
-/// Test/diagnostic hooks. When installed, every frame allocation and free
-/// calls them; `allocate` may throw std::bad_alloc to simulate exhaustion.
-struct FrameHooks {
-  void* (*allocate)(std::size_t size, void* ctx);
-  void (*deallocate)(void* p, std::size_t size, void* ctx) noexcept;
-  void* ctx;
-};
-
-/// Installs `hooks` (nullptr restores the default). Not thread-safe against
-/// allocations in flight: install while no runtime is running.
-void set_frame_hooks(const FrameHooks* hooks) noexcept;
 
 /// Frames created by the current thread while a guard is alive come from
 /// `resource`. Only held across the synchronous call that creates a frame.

@@ -41,8 +41,4 @@ class IoSlot {
   std::atomic<std::uintptr_t> v_{0};
 };
 
-/// Sources registered with the calling task's runtime (0 outside a task):
-/// tests and diagnostics check for leaked registrations with it.
-std::size_t io_registrations() noexcept;
-
 }  // namespace shoal::detail

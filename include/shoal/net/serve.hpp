@@ -26,7 +26,12 @@ class ShutdownSignal {
  public:
   void trigger() { ev_.set(); }
   bool triggered() { return ev_.is_set(); }
-  /// Waits until triggered. Checkpoint: yes.
+  /// Waits until triggered.
+  /// Checkpoint: yes (cancellation is checked first); once triggered it
+  ///   returns at once, without a budget yield.
+  /// Cancellation: nothing changes.
+  /// Thread-safety: from a task (`trigger` from any thread or task).
+  /// Throws: Cancelled.
   auto wait() noexcept { return ev_.wait(); }
 
  private:
@@ -34,8 +39,9 @@ class ShutdownSignal {
 };
 
 struct ServeOptions {
-  /// Live handlers at most; while full, serve stops accepting (the kernel
-  /// backlog holds the rest).
+  /// Live handlers at most (0 means 1); while full, serve holds the one
+  /// connection it accepted last until a slot frees, and the kernel backlog
+  /// holds the rest.
   std::size_t max_connections = 10'000;
   /// After a shutdown is triggered: how long running handlers may take to
   /// finish before they are cancelled.
@@ -84,12 +90,21 @@ Task<void> run_handler(H* handler, const net::ServeOptions* options, net::Stream
 namespace shoal::net {
 
 /// Accepts connections on `listener` and runs `handler(Stream)` (returning
-/// Task<void>) for each, at most `options.max_connections` at once. A
-/// handler's fault goes to `on_handler_fault` and never stops the server.
-/// Returns normally after a graceful shutdown: stop accepting, let handlers
-/// finish within the grace period, then cancel and join the rest.
-/// Cancelling the awaiting task cancels every handler at once (Cancelled).
-/// Checkpoint: yes. `handler` is kept alive until serve returns.
+/// Task<void>) for each on a task set, at most `options.max_connections` at
+/// once. A handler's fault goes to `on_handler_fault` and never stops the
+/// server. Returns normally after a graceful shutdown: stop accepting, let
+/// handlers finish within the grace period, then cancel and join the rest.
+/// A connection accepted but not yet handed to a handler when the shutdown
+/// comes (e.g. one waiting for a slot) is closed unserved; the listener and
+/// its backlog are left to the caller.
+/// Checkpoint: yes (as a task set: in a cancelled context nothing is accepted).
+/// Cancellation: cancelling the awaiting task cancels every handler at once;
+///   all have finished when Cancelled is thrown.
+/// Thread-safety: any task. `handler` is kept alive until serve returns and
+///   is invoked from many handler tasks at once, on any worker.
+/// Throws: Cancelled; an accept error other than the ones accept backs off
+///   from (std::system_error; std::logic_error for a closed listener), after
+///   cancelling and joining every handler.
 template <class H>
 Task<void> serve(Listener& listener, ServeOptions options, H handler) {
   static_assert(std::is_invocable_r_v<Task<void>, H&, Stream>,
@@ -122,7 +137,11 @@ Task<void> serve(Listener& listener, ServeOptions options, H handler) {
 
 /// `serve` that binds `address` itself and reports the bound address (port 0
 /// becomes the real port) through `ready` before it accepts: use with
-/// `Scope::start_ready<Address>(...)`.
+/// `Scope::start_ready<Address>(...)`. The listener closes when it returns.
+/// Checkpoint, Cancellation, Thread-safety: as serve, except that the bind
+///   and `ready` come before the first cancellation check.
+/// Throws: as serve; std::system_error naming the address if the bind fails
+///   (before `ready`: start_ready rethrows it).
 template <class H>
 Task<void> serve_on(Ready<Address>& ready, Address address, ServeOptions options, H handler) {
   Listener listener = Listener::bind(address);

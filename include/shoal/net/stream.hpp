@@ -34,8 +34,11 @@ enum class Shutdown { read, write, both };
 /// Thread-safety: one task may read while another writes; closing (or
 /// destroying) it while another task waits on it is a bug that aborts with a
 /// message (cancel that task instead). Every operation that can wait is a
-/// checkpoint; I/O errors throw std::system_error naming the operation and
-/// the peer (a reset is ECONNRESET). Writes never raise SIGPIPE (EPIPE).
+/// checkpoint: cancelled, it throws before touching the socket. I/O errors
+/// throw std::system_error naming the operation and the peer (a reset is
+/// ECONNRESET). Writes never raise SIGPIPE (EPIPE). Reads, writes and waits
+/// throw std::logic_error on a closed or moved-from stream, and
+/// std::system_error if the reactor refuses the fd at its first such call.
 class Stream {
  public:
   Stream() noexcept = default;
@@ -48,16 +51,54 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
   ~Stream();
 
-  /// Reads what is available (waits if nothing is); 0 at end of stream.
+  /// Reads what is available (waits if nothing is); 0 at end of stream
+  /// (and for an empty `buf`).
+  /// Checkpoint: yes; a read that need not wait yields once per budget
+  ///   after it (the bytes are returned even if cancelled then).
+  /// Cancellation: nothing was read; the data stays in the socket.
+  /// Thread-safety: one reading task at a time (a second one would get an
+  ///   arbitrary share of the bytes); a writer may run beside it.
+  /// Throws: Cancelled; IdleTimeout (an idle limit is set and no byte came
+  ///   for that long: nothing read); std::system_error; std::bad_alloc (the
+  ///   idle limit's timer).
   Task<std::size_t> read_some(std::span<std::byte> buf);
-  /// Fills `buf`; throws EndOfStream if the peer ends the stream first.
+  /// Fills `buf` with read_some calls (an idle limit applies to each wait).
+  /// Checkpoint: yes (each read_some is one).
+  /// Cancellation: the bytes read so far are consumed from the stream and
+  ///   sit at the front of `buf`, but how many is not reported: the stream
+  ///   is then mid-message (the same after IdleTimeout or an error).
+  /// Thread-safety: as read_some.
+  /// Throws: EndOfStream if the peer ends the stream first (its message says
+  ///   how many bytes came); as read_some.
   Task<void> read_exact(std::span<std::byte> buf);
+  /// Writes what the socket takes now (waits if it takes nothing); returns
+  /// how many bytes went out (0 for an empty `buf`).
+  /// Checkpoint: yes; a socket write that need not wait yields once per
+  ///   budget after it (the count is returned even if cancelled then). A
+  ///   pipe write never yields.
+  /// Cancellation: nothing was written.
+  /// Thread-safety: one writing task at a time (two would interleave their
+  ///   bytes); a reader may run beside it.
+  /// Throws: Cancelled; IdleTimeout (nothing written); std::system_error
+  ///   (EPIPE once the peer closed, ECONNRESET); std::bad_alloc (the idle
+  ///   limit's timer).
   Task<std::size_t> write_some(std::span<const std::byte> buf);
-  /// Writes all of `buf`.
+  /// Writes all of `buf`, with write_some calls.
+  /// Checkpoint: yes (each write_some is one; a cancelled task writes nothing).
+  /// Cancellation: it stops at the next write_some; how many bytes already
+  ///   went out is not reported (the peer may have a prefix: close the
+  ///   stream). The same after IdleTimeout or an error.
+  /// Thread-safety: as write_some.
+  /// Throws: as write_some.
   Task<void> write_all(std::span<const std::byte> buf);
   Task<void> write_all(std::string_view text) { return write_all(std::as_bytes(std::span(text.data(), text.size()))); }
   /// Waits until a read would not wait (data, end of stream or an error),
   /// without reading: an idle connection then holds no buffer.
+  /// Checkpoint: yes (cancellation is checked first); when already readable
+  ///   it returns at once, without a budget yield.
+  /// Cancellation: nothing was consumed.
+  /// Thread-safety: as read_some.
+  /// Throws: Cancelled; IdleTimeout; std::bad_alloc (the idle limit's timer).
   Task<void> wait_readable();
 
   /// From now on, a read or write that waits longer than `t` for the socket
@@ -105,9 +146,19 @@ class Listener {
   Listener& operator=(const Listener&) = delete;
   ~Listener();
 
-  /// The next connection. Checkpoint: yes. Out of file descriptors
-  /// (EMFILE/ENFILE), it backs off and retries (saying so once on stderr)
-  /// instead of spinning.
+  /// The next connection. Out of file descriptors or memory (EMFILE,
+  /// ENFILE, ENOBUFS, ENOMEM), it backs off (sleeps of 5 ms doubling up to
+  /// 640 ms, each a checkpoint) and retries, saying so once per listener on
+  /// stderr, instead of spinning; ECONNABORTED is retried at once.
+  /// Checkpoint: yes; an accept that need not wait yields once per budget
+  ///   after it (the connection is returned even if cancelled then).
+  /// Cancellation: no connection was taken: a pending one stays in the
+  ///   kernel backlog for the next accept. A connection is never accepted and
+  ///   then lost by accept itself.
+  /// Thread-safety: any task, one accept at a time per listener. Closing the
+  ///   listener while a task waits in accept aborts (cancel the task first).
+  /// Throws: Cancelled; std::system_error for other accept errors (or if the
+  ///   reactor refuses the fd); std::logic_error on a closed listener.
   Task<Stream> accept();
   Address local_address() const;
   int native_handle() const noexcept { return fd_; }
@@ -119,8 +170,14 @@ class Listener {
   bool warned_ = false;
 };
 
-/// Connects to `address`; throws std::system_error naming it (e.g.
-/// "connection refused"), or TimedOut after `timeout`. Checkpoint: yes.
+/// Connects to `address` within `timeout` (the whole handshake, under
+/// with_timeout: a timeout <= 0 always times out).
+/// Checkpoint: yes: a cancelled task creates no socket. No budget yield.
+/// Cancellation: a handshake in progress is abandoned and its socket closed.
+/// Thread-safety: any task.
+/// Throws: std::system_error naming the address (e.g. "connection
+///   refused"); TimedOut after `timeout`; Cancelled; std::bad_alloc (the
+///   deadline's timer).
 Task<Stream> connect(Address address, std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 using TcpStream = Stream;

@@ -22,7 +22,7 @@ struct Datagram {
 
 /// A UDP socket. Move-only; the destructor closes it. Every operation that
 /// can wait is a checkpoint; errors throw std::system_error naming the
-/// operation and address.
+/// operation and address. Closing it while a task waits on it aborts.
 class UdpSocket {
  public:
   UdpSocket() noexcept = default;
@@ -35,8 +35,21 @@ class UdpSocket {
   ~UdpSocket();
 
   /// Sends one datagram; returns its size.
+  /// Checkpoint: yes (cancellation is checked first); a send that need not
+  ///   wait returns without a budget yield.
+  /// Cancellation: nothing was sent.
+  /// Thread-safety: any task; a receiver may run beside it.
+  /// Throws: Cancelled; std::system_error (e.g. EMSGSIZE); std::logic_error
+  ///   on a closed or moved-from socket.
   Task<std::size_t> send_to(std::span<const std::byte> data, Address to);
-  /// Receives one datagram (waits if none is queued).
+  /// Receives one datagram (waits if none is queued); a datagram longer
+  /// than `buf` is cut to it without notice.
+  /// Checkpoint: yes (cancellation is checked first); a receive that need
+  ///   not wait returns without a budget yield.
+  /// Cancellation: no datagram was taken.
+  /// Thread-safety: any task; a sender may run beside it.
+  /// Throws: Cancelled; std::system_error; std::logic_error on a closed or
+  ///   moved-from socket.
   Task<Datagram> recv_from(std::span<std::byte> buf);
   Address local_address() const;
   int native_handle() const noexcept { return fd_; }
@@ -49,9 +62,14 @@ class UdpSocket {
 };
 
 /// Resolves `host` (a name or an address literal) for `port` through the
-/// blocking pool, so no worker ever blocks in getaddrinfo. Throws
-/// std::runtime_error naming the host and the resolver's reason.
-/// Checkpoint: yes.
+/// blocking pool, so no worker ever blocks in getaddrinfo.
+/// Checkpoint: yes (as spawn_blocking).
+/// Cancellation: a lookup not started is dropped; a running getaddrinfo
+///   cannot be interrupted: the await ends when it returns, and then its
+///   result is delivered.
+/// Thread-safety: any task.
+/// Throws: std::runtime_error naming the host and the resolver's reason;
+///   Cancelled.
 Task<std::vector<Address>> resolve(std::string host, std::uint16_t port);
 
 }  // namespace shoal::net

@@ -49,8 +49,15 @@ class Child {
   net::Stream& out();
   net::Stream& err();
 
-  /// Waits for the child to exit (pidfd where available). Checkpoint: yes;
-  /// cancelling the wait leaves the child running.
+  /// Waits for the child to exit and reaps it (a pidfd where available, else
+  /// polling with sleeps of 1 ms doubling up to 64 ms).
+  /// Checkpoint: yes until the status is known; once it is, a later wait
+  ///   returns it at once, even in a cancelled context. No budget yield.
+  /// Cancellation: the child is left running and unreaped; a later wait
+  ///   still gets its status (and the destructor kills an unwaited child).
+  /// Thread-safety: one waiting task at a time per Child.
+  /// Throws: Cancelled; std::system_error if waitpid fails (e.g. ECHILD) or
+  ///   the reactor refuses the pidfd; std::logic_error for a moved-from Child.
   Task<ExitStatus> wait();
   /// Sends `sig` (default SIGTERM); a no-op once the child was reaped.
   void kill(int sig = 15);

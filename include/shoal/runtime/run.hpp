@@ -18,11 +18,13 @@
 namespace shoal {
 
 struct RuntimeOptions {
-  /// Worker threads. 0: `SHOAL_THREADS` if set (1..1024), else
-  /// clamp(online cores, 2, 32).
+  /// Worker threads (at most 1024). 0: `SHOAL_THREADS` if set (1..1024),
+  /// else clamp(online cores, 2, 32).
   std::size_t workers = 0;
-  /// Receives faults after the first in a scope (the first is rethrown).
-  /// Default: one line on stderr. Called on a worker; must not throw.
+  /// Receives faults after the first in a scope (the first is rethrown), a
+  /// race loser's late fault and a failed `finally` cleanup's. Default: one
+  /// line on stderr. Called on a worker; must not throw (a throw is ignored,
+  /// with a line on stderr).
   std::function<void(std::exception_ptr)> on_suppressed_fault;
   /// Test executor: one worker that picks the next ready task at random from
   /// this seed, so a seed reproduces a schedule exactly. Forces workers = 1.
@@ -75,20 +77,30 @@ class RootOwner final : public FiberOwner {
 }  // namespace detail
 
 /// Owns the worker threads. `~Runtime` joins them (the one destructor in
-/// shoal that blocks); by then every task has finished.
+/// shoal that blocks); by then every task has finished. Constructing one
+/// sets SIGPIPE to ignored (process-wide) if it had its default action, so
+/// a write to a closed peer is EPIPE, not a signal.
 /// Thread-safety: `block_on` may be called from any non-worker thread;
 /// `cancel` from any thread.
 class Runtime {
  public:
-  /// Throws std::invalid_argument for a bad `SHOAL_THREADS`.
+  /// Throws std::invalid_argument for a bad `SHOAL_THREADS` or
+  /// `SHOAL_IO_BACKEND`, more than 1024 workers, or manual_clock without
+  /// deterministic_seed.
   explicit Runtime(RuntimeOptions options = {});
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
   /// Runs `task` as the root of a task tree and blocks the calling thread
-  /// until it is done; returns its value or rethrows its fault.
-  /// Throws std::logic_error when called from one of this runtime's workers.
+  /// until it is done; returns its value or rethrows its fault. Several
+  /// calls may run at once, from several threads (the thread bridge).
+  /// Checkpoint: not applicable (a blocking call for plain threads).
+  /// Cancellation: after `cancel()` the root unwinds and this rethrows Cancelled.
+  /// Thread-safety: any thread but this runtime's workers (a worker of another
+  ///   runtime is not refused: it blocks that worker).
+  /// Throws: the task's fault; Cancelled; std::logic_error when called from
+  ///   one of this runtime's workers (the task is destroyed unrun).
   template <class T>
   T block_on(Task<T> task) {
     auto h = task.release();
@@ -126,7 +138,9 @@ class Runtime {
   std::unique_ptr<detail::Scheduler> sched_;
 };
 
-/// Runs `task` on a fresh runtime and returns or rethrows its result.
+/// Runs `task` on a fresh runtime and returns or rethrows its result; the
+/// runtime's workers are joined before it returns. Throws what block_on
+/// and the Runtime constructor throw.
 template <class T>
 T run(Task<T> task, RuntimeOptions options = {}) {
   Runtime rt(std::move(options));

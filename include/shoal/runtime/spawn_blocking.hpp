@@ -99,14 +99,21 @@ class BlockingAwaiter final : public BlockingJob {
 
 }  // namespace detail
 
-/// Runs `fn()` on the blocking pool (elastic threads beside the workers; a
-/// blocking call there never pins a worker) and returns its result.
-/// Checkpoint: yes. Cancellation: a job not yet started is dropped and
-/// Cancelled is thrown; a running job is never abandoned: `fn` sees
-/// `this_task::cancellation_requested()` and `this_task::wait_readable`
-/// returns `cancelled`, and the await ends when `fn` returns (so a function
-/// that ignores cancellation delays any deadline around it). A value
-/// returned after a cancellation is still delivered.
+/// Runs `fn()` on the blocking pool (elastic threads beside the workers,
+/// started on demand up to 512 and gone after 10 s idle; at the cap a job
+/// queues) and returns its result. A blocking call there never pins a worker.
+/// Checkpoint: yes (a cancelled task throws Cancelled and `fn` never runs);
+///   it always suspends, so it needs no budget yield.
+/// Cancellation: a job not yet started is dropped and Cancelled is thrown; a
+///   running job is never abandoned: `fn` sees
+///   `this_task::cancellation_requested()` and `this_task::wait_readable`
+///   returns `cancelled`, and the await ends when `fn` returns (so a function
+///   that ignores cancellation delays any deadline around it). A value (or
+///   fault) produced after a cancellation is still delivered.
+/// Thread-safety: from a task. `fn` runs on a pool thread: it may use the
+///   blocking forms (shoal::blocking, send_blocking...), not co_await.
+/// Throws: Cancelled (not started), what `fn` throws, std::logic_error when
+///   awaited outside a shoal task.
 template <class F>
 auto spawn_blocking(F fn) -> Task<std::invoke_result_t<F&>> {
   co_return co_await detail::BlockingAwaiter<F>(fn);
@@ -118,10 +125,16 @@ enum class WaitResult { readable, timed_out, cancelled };
 
 /// Blocks the calling thread until `fd` is readable (or hung up / in error),
 /// `timeout` passes (negative: no limit), or the task that awaits this
-/// blocking job is cancelled. For code running under spawn_blocking (and
-/// plain threads, where only the fd and timeout count). Throws
-/// std::logic_error on a runtime worker (it would block the worker) and
-/// std::system_error if poll fails.
+/// blocking job is cancelled.
+/// Checkpoint: no (not awaited: it reports cancellation as `cancelled`
+///   instead of throwing).
+/// Cancellation: under spawn_blocking, returns `cancelled` as soon as the
+///   awaiting task is cancelled (at once if it already is, even with `fd`
+///   readable).
+/// Thread-safety: code running under spawn_blocking, and plain threads
+///   (where only the fd and timeout count); never a runtime worker.
+/// Throws: std::logic_error on a runtime worker (it would block the
+///   worker); std::system_error if poll fails.
 WaitResult wait_readable(int fd, std::chrono::milliseconds timeout);
 
 }  // namespace this_task

@@ -116,8 +116,8 @@ struct Promise<void> : PromiseBase {
 
 /// A lazy coroutine producing a `T` (or a fault). Nothing runs until it is
 /// awaited, spawned into a scope or run with `shoal::run`. Move-only;
-/// destroying a Task that never started frees its frame.
-/// Checkpoint: awaiting a Task is not one by itself (the task's own waits are).
+/// destroying a Task that never started frees its frame. `Task<T&>` yields
+/// a reference.
 /// Thread-safety: a Task is owned by one task at a time.
 template <class T>
 class [[nodiscard]] Task {
@@ -156,9 +156,16 @@ class [[nodiscard]] Task {
     T await_resume() { return h.promise().take(); }
   };
 
-  /// Runs the task to completion on the awaiting fiber; yields its value or
-  /// rethrows its fault. The frame is freed when the Task is destroyed.
-  /// Throws std::logic_error for a moved-from or already-awaited Task.
+  /// Runs the task to completion on the awaiting task (symmetric transfer);
+  /// yields its value or rethrows its fault. Needs an rvalue (`co_await
+  /// std::move(t)` or `co_await f()`): a task runs once. The frame is freed
+  /// when the Task is destroyed.
+  /// Checkpoint: no, not by itself (no cancellation check, no yield); the
+  ///   task's own waits are.
+  /// Cancellation: whatever the task does with it; its Cancelled passes through.
+  /// Thread-safety: the task that owns the Task.
+  /// Throws: the task's fault; std::logic_error for a moved-from or
+  ///   already-awaited Task.
   Awaiter operator co_await() && {
     if (!h_ || h_.done()) [[unlikely]] detail::throw_invalid_task_await(!h_);
     return Awaiter{h_};

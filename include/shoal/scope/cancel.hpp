@@ -31,13 +31,19 @@ struct CheckpointAwaiter {
 }  // namespace detail
 
 /// Throws Cancelled if the enclosing scope is cancelled, else yields to other
-/// ready tasks. Checkpoint: yes (always a schedule point).
-/// Thread-safety: from a task.
+/// ready tasks.
+/// Checkpoint: yes, and always a schedule point (every call yields, not
+///   once per budget).
+/// Cancellation: throws if cancelled before the yield or during it.
+/// Thread-safety: from a task (outside one it does nothing).
+/// Throws: Cancelled.
 [[nodiscard]] inline detail::CheckpointAwaiter checkpoint() noexcept { return {}; }
 
 namespace this_task {
 /// True once the calling task's scope (or any enclosing one) is cancelled.
-/// Non-suspending and effect-free; false outside a task. Level-triggered.
+/// Non-suspending and effect-free: not a checkpoint, never throws.
+/// Level-triggered. Inside a spawn_blocking function: whether the awaiting
+/// task is cancelled. False on any other thread.
 bool cancellation_requested() noexcept;
 }  // namespace this_task
 

@@ -85,9 +85,13 @@ Task<void> race_child(RaceState<V>& st, Scope& s, Task<T> task) {
 }  // namespace detail
 
 /// Runs every task concurrently (children of one scope) and returns all
-/// results in order; a void result is std::monostate. The first fault
-/// cancels the rest and is rethrown once all have finished.
-/// Checkpoint: yes (as a scope).
+/// results in order; a void result is std::monostate.
+/// Checkpoint: yes (as a scope: in a cancelled context no task starts).
+/// Cancellation: every task has finished; the values of those that
+///   completed are destroyed.
+/// Thread-safety: any task; the tasks may run on any worker.
+/// Throws: the first fault (it cancels the rest and is rethrown once all have
+///   finished; later ones go to on_suppressed_fault); Cancelled.
 template <class... Ts>
 Task<std::tuple<detail::Value<Ts>...>> parallel(Task<Ts>... tasks) {
   std::tuple<std::optional<detail::Value<Ts>>...> slots;
@@ -102,7 +106,8 @@ Task<std::tuple<detail::Value<Ts>...>> parallel(Task<Ts>... tasks) {
   co_return std::apply([](auto&... o) { return std::tuple<detail::Value<Ts>...>(std::move(*o)...); }, slots);
 }
 
-/// The same over a vector of tasks of one type.
+/// The same over a vector of tasks of one type (results in the same order).
+/// Checkpoint, Cancellation, Thread-safety, Throws: as above.
 template <class T>
 Task<std::vector<detail::Value<T>>> parallel(std::vector<Task<T>> tasks) {
   std::vector<std::optional<detail::Value<T>>> slots(tasks.size());
@@ -120,10 +125,16 @@ Task<std::vector<detail::Value<T>>> parallel(std::vector<Task<T>> tasks) {
 }
 
 /// Runs every task concurrently; the first to settle (value or fault) wins,
-/// the others are cancelled and awaited before race returns. Same result
-/// types give that type; different ones a std::variant (void is
-/// std::monostate). Faults of losers after the race settled go to
-/// on_suppressed_fault. Checkpoint: yes.
+/// the others are cancelled and awaited before race returns (a loser's late
+/// value is destroyed). Same result types give that type (or void);
+/// different ones a std::variant indexed by argument position (void is
+/// std::monostate).
+/// Checkpoint: yes (as a scope: in a cancelled context no task starts).
+/// Cancellation: an outside cancellation before anyone settled: every task
+///   has finished and Cancelled is thrown; once one settled, its result wins.
+/// Thread-safety: any task; the tasks may run on any worker.
+/// Throws: the winner's fault; Cancelled. Faults of losers after the race
+///   settled go to on_suppressed_fault (never the race's result).
 template <class T0, class... Ts>
 Task<detail::RaceResult<T0, Ts...>> race(Task<T0> first, Task<Ts>... rest) {
   using V = std::variant<detail::Value<T0>, detail::Value<Ts>...>;

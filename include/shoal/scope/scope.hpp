@@ -113,7 +113,7 @@ struct ScopeResult {
 
 /// The handle to a running scope, passed to the body. Spawn children here.
 /// Thread-safety: `spawn`, `start` and `cancel` may be called from the body
-/// and from any task inside the scope, on any worker.
+/// and from any task inside the scope, on any worker, while the scope runs.
 class Scope final : private detail::ChildGroup {
  public:
   Scope(const Scope&) = delete;
@@ -121,7 +121,11 @@ class Scope final : private detail::ChildGroup {
 
   /// Starts `task` as a child; it may run on any worker. Its value is
   /// discarded; its fault cancels the scope and is rethrown at the join.
-  /// Throws std::invalid_argument for an empty Task.
+  /// Checkpoint: no (never suspends). A child spawned into a cancelled
+  ///   scope still starts and throws at its first checkpoint.
+  /// Cancellation: not a cancellation point; the child is cancelled with the scope.
+  /// Thread-safety: the body and any task inside the scope, while it runs.
+  /// Throws: std::invalid_argument for an empty Task.
   template <class T>
   void spawn(Task<T> task) {
     auto h = task.release();
@@ -137,7 +141,10 @@ class Scope final : private detail::ChildGroup {
 
   /// Starts `fn(args...)` as a child. The callable and the decay-copied
   /// arguments are owned by the child until it finishes, so captures never
-  /// dangle. Allocation: two frames.
+  /// dangle. Allocation: two frames. `fn` is invoked inside the child: its
+  /// throw (or an empty Task, std::invalid_argument) is the child's fault.
+  /// Checkpoint, Cancellation, Thread-safety: as spawn(Task).
+  /// Throws: std::bad_alloc if the child's frame cannot be allocated.
   template <class F, class... Args>
     requires detail::TaskFactory<F, Args...>
   void spawn(F&& fn, Args&&... args) {
@@ -147,7 +154,13 @@ class Scope final : private detail::ChildGroup {
 
   /// Starts `task` as a child and returns a handle whose `co_await` yields its
   /// value (or rethrows its fault). A value never awaited is destroyed when
-  /// the scope ends.
+  /// the scope ends. The forms mirror spawn (a Task, a Task-like call,
+  /// `fn(args...)` owned by the child).
+  /// Checkpoint: no (never suspends; awaiting the handle is one).
+  /// Cancellation: not a cancellation point; the child is cancelled with the scope.
+  /// Thread-safety: the body and any task inside the scope, while it runs.
+  /// Throws: std::invalid_argument for an empty Task; std::bad_alloc (the
+  ///   `fn` form's frame).
   template <class T>
   [[nodiscard]] JoinHandle<T> start(Task<T> task);
   template <detail::TaskLike A>
@@ -164,15 +177,24 @@ class Scope final : private detail::ChildGroup {
 
   /// Starts `fn(ready, args...)` as a child and waits until it calls
   /// `ready(value)` (e.g. a server reporting its bound port); returns that
-  /// value while the child runs on. If the child fails (or returns) before
-  /// signalling, its fault (or a std::logic_error) is rethrown here.
-  /// Checkpoint: yes. `fn` must take `shoal::Ready<T>&` first.
+  /// value while the child runs on. `fn` must take `shoal::Ready<T>&` first.
+  /// Checkpoint: yes (a cancelled caller throws before starting anything);
+  ///   no budget yield when the value is already there.
+  /// Cancellation: if cancelled while waiting, throws Cancelled and the child
+  ///   runs on in this scope (a deadline around start_ready cancels only the
+  ///   wait, not the child); a value it signals later is dropped.
+  /// Thread-safety: as spawn.
+  /// Throws: Cancelled; the child's fault if it failed before signalling
+  ///   (that fault is also the child's own fault in the scope: it cancels the
+  ///   scope and is rethrown at its exit even if caught here);
+  ///   std::logic_error if the child returned without signalling; std::bad_alloc.
   template <class T, class F, class... Args>
   Task<T> start_ready(F fn, Args... args);
 
   /// Cancels the body and every child without a fault; the scope then
   /// returns normally (a value-returning body that was cut off throws
-  /// ScopeCancelled). Idempotent. Any thread.
+  /// ScopeCancelled; a body that already returned its value returns it).
+  /// Idempotent. Never waits. Any thread, while the scope runs.
   using ChildGroup::cancel;
 
   /// True once this scope (or an enclosing one) is cancelled.
@@ -240,12 +262,21 @@ class Scope final : private detail::ChildGroup {
 };
 
 /// Runs `body(scope)` on the awaiting task and returns its value once the
-/// body and every child have finished.
-/// Faults: the first fault of the body or a child cancels the rest at once
-/// and is rethrown (the original object) after all have finished.
-/// Checkpoint: yes (entering a cancelled context throws Cancelled, and so
-/// does leaving a scope whose child an outside cancellation cut off).
-/// Cancellation: absorbs only the cancellation this scope requested.
+/// body and every child have finished (a join-all barrier: no child
+/// outlives its scope). The first fault of the body or a child cancels the
+/// rest at once; later faults go to `on_suppressed_fault`, each once.
+/// Checkpoint: yes: entering a cancelled context throws Cancelled without
+///   running the body. No budget yield of its own.
+/// Cancellation: absorbs only the cancellation this scope requested. When it
+///   throws Cancelled, the body and every child have finished (or the body
+///   never ran): an outside cancellation reached the body, or cut a child off
+///   even though the body returned (so a caller never takes cut-off work for
+///   completion). A body whose value and children all completed beats a late
+///   cancel.
+/// Thread-safety: any task; the body runs on the awaiting task.
+/// Throws: the first fault (the original object); Cancelled (as above);
+///   ScopeCancelled (a value-returning body cut off by Scope::cancel());
+///   std::logic_error when awaited outside a shoal task.
 template <class F>
 auto scope(F body) -> Task<typename std::invoke_result_t<F&, Scope&>::value_type> {
   using R = typename std::invoke_result_t<F&, Scope&>::value_type;
@@ -290,11 +321,11 @@ auto scope(F body) -> Task<typename std::invoke_result_t<F&, Scope&>::value_type
   }
 }
 
-/// The result of `Scope::start`. Awaiting it is a checkpoint: inside a
-/// cancelled scope it throws Cancelled. Awaited at most once. The child's
-/// fault, once delivered, belongs to the awaiter (as a function call's
-/// exception belongs to its caller): rethrown, it reaches the scope as an
-/// ordinary fault; handled, it is reported nowhere.
+/// The result of `Scope::start`. It delivers its result at most once. The
+/// child's fault, once delivered, belongs to the awaiter (as a function
+/// call's exception belongs to its caller): rethrown, it reaches the scope
+/// as an ordinary fault; handled, it is reported nowhere. Undelivered, it is
+/// reported when the scope exits. Valid only while the scope runs.
 template <class T>
 class JoinHandle {
  public:
@@ -376,11 +407,19 @@ class JoinHandle {
   };
 
   /// Waits for the child; yields its value or rethrows its fault.
-  /// Checkpoint: yes. Cancellation: throws Cancelled if the awaiter is
-  /// cancelled, unless the child already finished (its result wins).
-  /// Throws: Cancelled, ChildCancelled (the child was cut off by a
-  /// cancellation the awaiter does not share), the child's fault,
-  /// std::logic_error when awaited twice.
+  /// Checkpoint: yes (a finished child still costs a yield once per budget).
+  /// Cancellation: a cancelled awaiter throws Cancelled at once, even if the
+  ///   child is done; one cancelled while waiting throws Cancelled unless the
+  ///   child finished before it resumed (then the value or fault wins, as a
+  ///   value handed over by a channel does). After a Cancelled the result
+  ///   stays in the handle (the scope destroys it; awaiting again, e.g. inside
+  ///   `shielded`, waits for it).
+  /// Thread-safety: any task inside the scope, one awaiter at a time (a
+  ///   second concurrent awaiter gets Cancelled, not an error).
+  /// Throws: Cancelled; ChildCancelled (the child was cut off by a
+  ///   cancellation the awaiter does not share); the child's fault;
+  ///   std::logic_error once the result was delivered (awaited twice) or
+  ///   after a move.
   Awaiter operator co_await() & noexcept { return Awaiter{this}; }
   Awaiter operator co_await() && noexcept { return Awaiter{this}; }
 
@@ -458,7 +497,7 @@ Task<void> ready_child(std::shared_ptr<ReadyState<T>> st, F fn, Args... args);
 }  // namespace detail
 
 /// The start_ready handshake, handed to the child. Signal once; later calls
-/// are ignored. Thread-safety: the child task.
+/// are ignored; never waits. Thread-safety: the child task.
 template <class T>
 class Ready {
  public:

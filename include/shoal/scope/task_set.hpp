@@ -164,13 +164,21 @@ class TaskSet final : private detail::ChildGroup {
   TaskSet& operator=(const TaskSet&) = delete;
 
   /// Starts `fn(args...)` as a child that may run on any worker. While
-  /// `limit` children are live, waits for one to finish.
-  /// Returns (when awaited) SpawnStatus::started, ::closed or ::out_of_memory.
-  /// Checkpoint: yes (a cancelled set throws Cancelled, before and after
-  /// waiting). The callable and the decay-copied arguments belong to the
-  /// child; pointer- and view-like arguments are rejected at compile time.
-  /// A fault of the child is kept by the set (the first) and does not cancel
-  /// its siblings. Throws std::logic_error from a task other than the body's.
+  /// `limit` children are live, waits for one to finish. Returns (when
+  /// awaited) SpawnStatus::started, ::closed (closed, or a spawn that was
+  /// waiting when close() came) or ::out_of_memory (std::bad_alloc making the
+  /// child; the set goes on). `fn` runs here, synchronously, once a slot is
+  /// taken; if it throws anything else that is the child's fault (status
+  /// `started`). The callable and the decay-copied arguments belong to the
+  /// child; pointer- and view-like arguments are rejected at compile time. A
+  /// child's fault is kept by the set (the first) and does not cancel its
+  /// siblings.
+  /// Checkpoint: yes (a cancelled set throws before and after waiting); with
+  ///   a free slot it still yields once per budget, holding the slot.
+  /// Cancellation: `fn` was not invoked and no slot is kept (one taken for a
+  ///   budget yield is given back).
+  /// Thread-safety: only the task running the body (and what it awaits).
+  /// Throws: Cancelled; std::logic_error from any other task.
   template <class F, class... Args>
   [[nodiscard]] auto spawn(F&& fn, Args&&... args) {
     static_assert(detail::check_spawn_args<std::decay_t<F>, Args...>());
@@ -180,6 +188,7 @@ class TaskSet final : private detail::ChildGroup {
 
   /// As `spawn`, but the child always runs on the spawning worker: it is
   /// never stolen (cheaper queues, the caller's cache stays warm).
+  /// Checkpoint, Cancellation, Thread-safety, Throws: as spawn.
   template <class F, class... Args>
   [[nodiscard]] auto spawn_local(F&& fn, Args&&... args) {
     static_assert(detail::check_spawn_args<std::decay_t<F>, Args...>());
@@ -188,9 +197,13 @@ class TaskSet final : private detail::ChildGroup {
   }
 
   /// Starts a child without waiting. False when the set is full, closed or
-  /// cancelled, or when the child's frame could not be allocated (then the
-  /// set's result becomes out-of-memory unless something worse happens).
-  /// Throws std::logic_error from a task other than the body's.
+  /// cancelled (`fn` not invoked), or when the child's frame could not be
+  /// allocated (then the set's result becomes out-of-memory unless something
+  /// worse happens). True also when `fn` itself threw: that is the child's fault.
+  /// Checkpoint: no (never yields, never throws Cancelled).
+  /// Cancellation: a cancelled set refuses (false) without invoking `fn`.
+  /// Thread-safety: only the task running the body.
+  /// Throws: std::logic_error from any other task.
   template <class F, class... Args>
   [[nodiscard]] bool try_spawn(F&& fn, Args&&... args) {
     static_assert(detail::check_spawn_args<std::decay_t<F>, Args...>());
@@ -203,8 +216,14 @@ class TaskSet final : private detail::ChildGroup {
 
   /// Waits until no child is live (e.g. the drain of a graceful shutdown,
   /// under a deadline: `move_on_after(grace, set.wait_idle())`). Later
-  /// spawns are still admitted unless the set is closed. Checkpoint: yes.
-  /// Only from the body (std::logic_error otherwise).
+  /// spawns are still admitted unless the set is closed.
+  /// Checkpoint: yes (cancellation is checked first); returns at once,
+  ///   without a budget yield, when nothing is live.
+  /// Cancellation: nothing changes in the set; the children run on. Woken by
+  ///   the last child and a cancel at once, it returns normally (the next
+  ///   checkpoint throws).
+  /// Thread-safety: only the task running the body.
+  /// Throws: Cancelled; std::logic_error from any other task.
   [[nodiscard]] IdleAwaiter wait_idle() noexcept;
 
   /// Stops admission without cancelling anything: running children finish,
@@ -419,12 +438,19 @@ Task<void> run_task_set(std::pmr::memory_resource* resource, std::size_t limit, 
 }  // namespace detail
 
 /// Runs `body(set)` on the awaiting task with at most `limit` (0 means 1)
-/// live children, then waits for every child.
-/// Result: the body's fault if any, else the first child fault, else
-/// std::bad_alloc if a child's frame could not be allocated, else success.
-/// The body's fault, `set.cancel()` or a cancellation from outside cancels
-/// every child; an outside cancellation then surfaces as Cancelled (so an
-/// enclosing `with_timeout` reports TimedOut). Checkpoint: yes.
+/// live children, then closes admission and waits for every child (finished
+/// children are freed at once: memory tracks live children).
+/// Result: the body's fault if any (a child fault it displaced is reported),
+/// else the first child fault, else Cancelled if a cancellation from outside
+/// reached the body or cut a child off (so an enclosing `with_timeout`
+/// reports TimedOut), else std::bad_alloc if a spawn ran out of memory, else
+/// success. Later child faults go to `on_suppressed_fault`, each once.
+/// Checkpoint: yes: entering a cancelled context throws Cancelled without
+///   running the body.
+/// Cancellation: the body's fault, `set.cancel()` or a cancellation from
+///   outside cancels every child; every child has finished before it returns.
+/// Thread-safety: any task; the body runs on the awaiting task.
+/// Throws: as in Result; std::logic_error when awaited outside a shoal task.
 template <class F>
 Task<void> task_set(std::size_t limit, F body) {
   return detail::run_task_set(nullptr, limit, std::move(body));
@@ -435,7 +461,8 @@ Task<void> task_set(std::size_t limit, F body) {
 /// usual. A failed allocation makes that spawn report out-of-memory. The set
 /// serializes its calls into `resource` (children finish on any worker), so
 /// an unsynchronized pool is fine; it must outlive the set.
-/// Throws std::invalid_argument for a null resource.
+/// Checkpoint, Cancellation, Thread-safety: as above.
+/// Throws: as above; std::invalid_argument for a null resource (at the call).
 template <class F>
 Task<void> task_set(std::pmr::memory_resource* resource, std::size_t limit, F body) {
   if (resource == nullptr) throw std::invalid_argument("shoal::task_set: the memory resource is null");

@@ -123,9 +123,19 @@ Task<std::optional<Stored<T>>> run_with_deadline(Clock::time_point deadline, Tas
 }  // namespace detail
 
 /// Runs `task`; if it has not finished `d` after this call is awaited, it is
-/// cancelled, awaited until it has unwound, and TimedOut is thrown.
-/// Checkpoint: yes. Faults of `task` pass through unchanged; a value
-/// produced before the deadline is returned even if the deadline then hit.
+/// cancelled, awaited until it has unwound, and TimedOut is thrown. A cancel
+/// scope around `task`: it never abandons work. A deadline already passed
+/// (d <= 0) starts `task` cancelled: it runs to its first checkpoint.
+/// Checkpoint: yes: in a cancelled context it throws Cancelled and `task`
+///   never starts. No budget yield of its own.
+/// Cancellation: `task` has unwound. An enclosing cancellation goes on
+///   upward as Cancelled (the deadline does not turn it into TimedOut). A
+///   value produced before the deadline is returned even if the deadline
+///   then hit (as is one that `task` returns after catching the Cancelled).
+/// Thread-safety: any task.
+/// Throws: TimedOut (`task` ended with the deadline's Cancelled); `task`'s
+///   faults unchanged; Cancelled; std::bad_alloc if the timer heap cannot
+///   grow (`task` not started); std::logic_error outside a shoal task.
 template <class T, class Rep, class Period>
 Task<T> with_timeout(std::chrono::duration<Rep, Period> d, Task<T> task) {
   const auto until = detail::clock_now() + std::chrono::duration_cast<Clock::duration>(d);
@@ -136,6 +146,8 @@ Task<T> with_timeout(std::chrono::duration<Rep, Period> d, Task<T> task) {
 
 /// Like with_timeout, but a deadline is not a fault: returns the value, or
 /// std::nullopt when cut off (for Task<void>: true if it completed).
+/// Checkpoint, Cancellation, Thread-safety: as with_timeout.
+/// Throws: as with_timeout, without TimedOut.
 template <class T, class Rep, class Period>
 auto move_on_after(std::chrono::duration<Rep, Period> d, Task<T> task)
     -> Task<std::conditional_t<std::is_void_v<T>, bool, std::optional<T>>> {
@@ -164,7 +176,12 @@ auto shielded(A call) {
 
 /// Runs `task` where cancellation from outside cannot reach it (cleanup that
 /// must finish). Cancellation requested outside is seen again at the first
-/// checkpoint after it returns. Checkpoint: no (it does not start cancelled).
+/// checkpoint after it returns. Deadlines and scopes inside `task` still work.
+/// Checkpoint: no (it does not start cancelled, even in a cancelled context).
+/// Cancellation: outer cancellation never makes it throw; `task` runs to its
+///   end (a Cancelled of `task`'s own, e.g. from an inner deadline, passes).
+/// Thread-safety: any task.
+/// Throws: what `task` throws; std::logic_error outside a shoal task.
 template <class T>
 Task<T> shielded(Task<T> task) {
   detail::Fiber* f = co_await detail::CurrentFiber{};
@@ -179,8 +196,15 @@ Task<T> shielded(Task<T> task) {
 
 /// Runs `task`, then `cleanup` shielded whatever the outcome, then returns
 /// the value or rethrows the task's fault. (`co_await` is ill-formed inside
-/// a catch handler; this is the idiom for async cleanup.) If both fail, the
-/// task's fault is rethrown and the cleanup's goes to on_suppressed_fault.
+/// a catch handler; this is the idiom for async cleanup.)
+/// Checkpoint: no check of its own (`task`'s checkpoints apply); `cleanup`
+///   runs even when the caller is already cancelled.
+/// Cancellation: if `task` threw Cancelled, `cleanup` has run to its end and
+///   Cancelled is rethrown.
+/// Thread-safety: any task.
+/// Throws: `task`'s fault or Cancelled (a cleanup fault then goes to
+///   on_suppressed_fault); the cleanup's fault if `task` succeeded (its value
+///   is discarded).
 template <class T>
 Task<T> finally(Task<T> task, Task<void> cleanup) {
   std::optional<detail::Stored<T>> value;

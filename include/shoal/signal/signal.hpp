@@ -29,10 +29,20 @@ class SignalSet {
 /// Waits until one of `signals` arrives and returns its number.
 /// The first wait for a signal installs shoal's handler for it, process-wide
 /// and for good (its default action, e.g. terminating on SIGINT, no longer
-/// happens). From then on no delivery is lost: one that arrives while no
-/// task waits is kept and returned by the next wait that asks for it.
-/// Checkpoint: yes. Throws std::invalid_argument for an empty set, a number
-/// out of range, or SIGKILL/SIGSTOP (which cannot be caught), naming it.
+/// happens), at the call itself, before the Task is awaited. From then on a
+/// delivery that arrives while no task waits is kept (up to the internal
+/// pipe's capacity: 65,536 deliveries by default on Linux) and returned by
+/// the next wait that asks for it; each delivery goes to one wait.
+/// Checkpoint: yes (cancellation is checked before any delivery is taken);
+///   with a delivery pending it returns at once, without a budget yield.
+/// Cancellation: no delivery was consumed.
+/// Thread-safety: any task, on any runtime; several may wait at once (but
+///   waits for different sets can race: one may drain a delivery another
+///   wants just as that one goes back to sleep, and it then stays asleep
+///   until the next delivery; see wait_for in src/signal/signal.cpp).
+/// Throws: std::invalid_argument (at the call) for an empty set, a number
+///   out of range, or SIGKILL/SIGSTOP (which cannot be caught), naming it;
+///   std::system_error if the pipe or handler cannot be set up; Cancelled.
 Task<int> wait(SignalSet signals);
 
 }  // namespace shoal::signal

@@ -48,8 +48,16 @@ class Cell {
 };
 
 /// Replaces the value with `fn(value)` (fn returns T, or Task<T>) under the
-/// cell's lock. Checkpoint: yes. If fn throws, the value is unchanged
-/// (copyable T) and the exception propagates.
+/// cell's lock. `fn` gets a copy when T is copyable, else the moved value.
+/// Checkpoint: yes (as with_lock: cancellation first; a yield once per budget).
+/// Cancellation: before the lock, fn did not run and the value is unchanged;
+///   a Task fn cancelled inside leaves a copyable T unchanged and a
+///   move-only T lost (moved-from), as a throw does.
+/// Thread-safety: any task; plain threads use blocking::with_cell.
+/// Throws: Cancelled; what `fn` throws (value unchanged for a copyable T,
+///   lost for a move-only one); SyncError{self_deadlock} for a nested
+///   with_cell on the same cell; std::bad_alloc; std::logic_error when
+///   awaited outside a shoal task.
 template <class T, class F>
 Task<void> with_cell(Cell<T>& cell, F fn) {
   static_assert(std::is_invocable_v<F&, T>, "shoal::with_cell: fn must be callable as fn(T) returning T or Task<T>");
@@ -70,6 +78,10 @@ void blocking_with_cell(Cell<T>& cell, F& fn) {
 }
 
 namespace blocking {
+/// with_cell for plain threads: blocks the thread; `fn` must return T.
+/// Checkpoint, Cancellation, Thread-safety: as blocking::with_lock.
+/// Throws: what `fn` throws (value as in with_cell); SyncError{self_deadlock};
+///   std::logic_error on a runtime worker.
 template <class T, class F>
 void with_cell(Cell<T>& cell, F fn) {
   blocking_with_cell(cell, fn);

@@ -1,6 +1,12 @@
 // Mutex and RwLock as scoped combinators: the only way to hold one is to run
 // a body under it, and it is released on return, on a throw and on
 // cancellation. There is no lock() or unlock() to leak.
+//
+// Every with_* call here (and in semaphore.hpp) is `co_await`ed. For a Task
+// body it is a Task; for a plain body it is an awaitable that allocates
+// nothing while the lock is free and converts to Task<T> where one is
+// wanted (Scope::spawn/start, move_on_after, with_timeout, shielded take it
+// as it is). A plain body runs inline on the task and cannot be cancelled.
 #pragma once
 
 #include <atomic>
@@ -77,24 +83,43 @@ struct SyncAccess {
 }  // namespace detail
 
 /// Runs `body()` (a callable, or one returning Task<T>) holding `m`; returns
-/// its value. Checkpoint: yes. SyncError{self_deadlock} if this task holds `m`.
-///
-/// Every with_* call here (and in semaphore.hpp) is `co_await`ed. For a Task
-/// body it is a Task; for a plain body it is an awaitable that allocates
-/// nothing while the lock is free and converts to Task<T> where one is
-/// wanted (Scope::spawn/start, move_on_after, with_timeout, shielded take it
-/// as it is).
+/// its value.
+/// Checkpoint: yes; when `m` is free it still yields once per budget
+///   (before taking it).
+/// Cancellation: if it throws Cancelled, the body did not run and nothing is
+///   held (permits granted at that moment are handed on). A Task body
+///   cancelled inside unwinds with `m` released.
+/// Thread-safety: any task; plain threads use blocking::with_lock.
+/// Throws: Cancelled; SyncError{self_deadlock} if this task holds `m`
+///   (checked before cancellation); what the body throws; std::bad_alloc
+///   (the wait's frame); std::logic_error when awaited outside a shoal task.
 template <class F>
 auto with_lock(Mutex& m, F body) {
   return detail::lock_call(detail::SyncAccess::lock(m), std::move(body), "with_lock");
 }
-/// Runs `body` if `m` is free right now; else SyncError::Code::busy, body not run.
+/// Runs `body` if `m` is free right now and returns SyncResult with its
+/// value; else SyncError::Code::busy, body not run (also when this task
+/// holds `m`: no self-deadlock check, it never waits).
+/// Checkpoint: yes: never waits, but checks cancellation and yields once
+///   per budget (a Task body: at every call) before trying.
+/// Cancellation: the body did not run and nothing was taken.
+/// Thread-safety: any task; plain threads use blocking::with_try_lock.
+/// Throws: Cancelled; what the body throws; std::bad_alloc (a Task body's
+///   frame); std::logic_error when awaited outside a shoal task.
 template <class F>
 auto with_try_lock(Mutex& m, F body) {
   return detail::try_lock_call(detail::SyncAccess::lock(m), std::move(body), "with_try_lock");
 }
-/// Waits at most `limit` for `m` (the body is not limited); else
-/// SyncError::Code::timed_out, body not run.
+/// Waits at most `limit` for `m` (the body is not limited), then runs `body`
+/// holding it; else SyncError::Code::timed_out, body not run. Always a Task.
+/// A limit <= 0 always times out, even when `m` is free (the deadline's
+/// cancellation is seen before the try; blocking::with_lock_timeout tries first).
+/// Checkpoint: yes; when `m` is free it still yields once per budget.
+/// Cancellation: the body did not run and nothing is held.
+/// Thread-safety: any task; plain threads use blocking::with_lock_timeout.
+/// Throws: Cancelled; SyncError{self_deadlock} if this task holds `m`; what
+///   the body throws; std::bad_alloc (the body's frame, the timer);
+///   std::logic_error when awaited outside a shoal task.
 template <class F, class Rep, class Period>
 Task<SyncResult<detail::body_value_t<F>>> with_lock_timeout(Mutex& m, std::chrono::duration<Rep, Period> limit,
                                                             F body) {
@@ -102,14 +127,27 @@ Task<SyncResult<detail::body_value_t<F>>> with_lock_timeout(Mutex& m, std::chron
                               std::move(body), "with_lock_timeout");
 }
 
+/// Runs `body` holding `l` shared with other readers; returns its value.
+/// Checkpoint, Cancellation: as with_lock.
+/// Thread-safety: any task; plain threads use blocking::with_read_lock.
+/// Throws: as with_lock; self_deadlock only if this task holds the write
+///   lock (a read lock held by this task is not tracked).
 template <class F>
 auto with_read_lock(RwLock& l, F body) {
   return detail::lock_call(detail::SyncAccess::read(l), std::move(body), "with_read_lock");
 }
+/// Runs `body` holding `l` exclusively; returns its value.
+/// Checkpoint, Cancellation: as with_lock.
+/// Thread-safety: any task; plain threads use blocking::with_write_lock.
+/// Throws: as with_lock; self_deadlock if this task holds the write lock (a
+///   task holding a read lock that asks for it waits forever, undetected).
 template <class F>
 auto with_write_lock(RwLock& l, F body) {
   return detail::lock_call(detail::SyncAccess::write(l), std::move(body), "with_write_lock");
 }
+/// Runs `body` holding `l` exclusively if it is free right now; else
+/// SyncError::Code::busy, body not run.
+/// Checkpoint, Cancellation, Thread-safety, Throws: as with_try_lock.
 template <class F>
 auto with_try_write_lock(RwLock& l, F body) {
   return detail::try_lock_call(detail::SyncAccess::write(l), std::move(body), "with_try_write_lock");
@@ -117,7 +155,15 @@ auto with_try_write_lock(RwLock& l, F body) {
 
 namespace blocking {
 /// The same for plain threads (and spawn_blocking functions): blocks the
-/// thread. std::logic_error on a runtime worker. `body` must not return a Task.
+/// thread. `body` must not return a Task (a compile error).
+/// Checkpoint: not applicable (a thread is in no scope: nothing cancels it).
+/// Cancellation: none; with_lock_timeout's limit is the way to bound a wait.
+/// Thread-safety: plain threads and spawn_blocking functions, never a
+///   runtime worker. A thread and a task holding the same lock exclude
+///   each other as two tasks do.
+/// Throws: SyncError{self_deadlock} if this thread holds the lock (not for
+///   with_try_lock, which reports busy); what the body throws;
+///   std::logic_error on a runtime worker.
 template <class F>
 std::invoke_result_t<F&> with_lock(Mutex& m, F body) {
   return detail::blocking_locked(detail::SyncAccess::lock(m), body, "with_lock");

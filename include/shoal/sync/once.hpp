@@ -157,9 +157,18 @@ class [[nodiscard]] OnceCall {
 }  // namespace detail
 
 /// The stored value, computing it with `init()` (a callable returning T, or
-/// Task<T>) if no one has. Checkpoint: yes (a cancelled caller gets
-/// Cancelled even when the value is ready). Awaited; once the value is there
-/// it allocates nothing. Converts to Task<const T&> where a Task is wanted.
+/// Task<T>) if no one has. Awaited; once the value is there it allocates
+/// nothing. Converts to Task<const T&> where a Task is wanted.
+/// Checkpoint: yes (a cancelled caller gets Cancelled even when the value is
+///   ready); with the value ready it still yields once per budget.
+/// Cancellation: a waiter leaves the queue and takes nothing; the winner's
+///   init ended by Cancelled leaves the Once empty (the next caller runs it).
+/// Thread-safety: any task; plain threads use blocking::once_do. `init`
+///   must not call once_do on the same Once (it would wait for itself,
+///   undetected).
+/// Throws: Cancelled; for the winner, what `init` threw (std::bad_alloc
+///   leaves the Once empty, anything else fails it); for every other and
+///   later caller after a failure, SyncError{init_failed}.
 template <class T, class F>
 detail::OnceCall<T, F> once_do(Once<T>& once, F init) {
   return detail::OnceCall<T, F>(once, std::move(init));
@@ -186,8 +195,13 @@ const T& blocking_once_do(Once<T>& once, F& init) {
 
 namespace blocking {
 /// once_do for plain threads: a loser blocks the thread until the winner
-/// (a task or a thread) is done. std::logic_error on a runtime worker if it
-/// would have to wait.
+/// (a task or a thread) is done. `init` must not return a Task.
+/// Checkpoint: not applicable (a thread is in no scope: nothing cancels it).
+/// Cancellation: none for the thread; a task winner's cancelled init lets
+///   this caller run `init` instead.
+/// Thread-safety: plain threads; on a runtime worker only while it need not wait.
+/// Throws: as once_do, without Cancelled; std::logic_error on a runtime
+///   worker if it would have to wait.
 template <class T, class F>
 const T& once_do(Once<T>& once, F init) {
   return blocking_once_do(once, init);

@@ -45,21 +45,38 @@ namespace detail {
 inline LockSpec SyncAccess::permits(Semaphore& s, std::uint32_t n, const char* call) { return s.spec(n, call); }
 }  // namespace detail
 
-/// Runs `body` holding `n` permits. Checkpoint: yes.
+/// Runs `body` holding `n` permits (given back on return, throw and
+/// cancellation); returns its value.
+/// Checkpoint: yes; with permits free it still yields once per budget.
+/// Cancellation: the body did not run and no permit is held.
+/// Thread-safety: any task; plain threads use blocking::with_permits.
+/// Throws: Cancelled; SyncError{invalid_argument} if n > permits() (at the
+///   call, before co_await); what the body throws; std::bad_alloc (the
+///   wait's frame); std::logic_error when awaited outside a shoal task. No
+///   self-deadlock check: permits are not tracked per task.
 template <class F>
 auto with_permits(Semaphore& s, std::uint32_t n, F body) {
   return detail::lock_call(detail::SyncAccess::permits(s, n, "with_permits"), std::move(body), "with_permits");
 }
+/// with_permits(s, 1, body). Checkpoint, Cancellation, Thread-safety,
+/// Throws: as with_permits.
 template <class F>
 auto with_permit(Semaphore& s, F body) {
   return detail::lock_call(detail::SyncAccess::permits(s, 1, "with_permit"), std::move(body), "with_permit");
 }
+/// Runs `body` holding one permit if one is free right now; else
+/// SyncError::Code::busy, body not run.
+/// Checkpoint, Cancellation, Thread-safety, Throws: as with_try_lock.
 template <class F>
 auto with_try_permit(Semaphore& s, F body) {
   return detail::try_lock_call(detail::SyncAccess::permits(s, 1, "with_try_permit"), std::move(body), "with_try_permit");
 }
 
 namespace blocking {
+/// with_permits and with_permit for plain threads: block the thread.
+/// Checkpoint, Cancellation, Thread-safety: as blocking::with_lock.
+/// Throws: SyncError{invalid_argument} if n > permits(); what the body
+///   throws; std::logic_error on a runtime worker.
 template <class F>
 std::invoke_result_t<F&> with_permits(Semaphore& s, std::uint32_t n, F body) {
   return detail::blocking_locked(detail::SyncAccess::permits(s, n, "with_permits"), body, "with_permits");

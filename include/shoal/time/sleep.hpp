@@ -76,14 +76,19 @@ class SleepAwaiter final : public WaitHook {
 }  // namespace detail
 
 /// Suspends the task until `deadline` (steady clock; see now()).
-/// Checkpoint: yes (also when already due: it then yields once).
-/// Cancellation: throws Cancelled promptly; the timer is removed.
-/// Thread-safety: from a task. Allocation: none beyond the frame.
+/// Allocation: none beyond the frame.
+/// Checkpoint: yes (also when already due: it then yields once, every time).
+/// Cancellation: throws Cancelled promptly and the timer is removed; a
+///   cancellation that arrives as the timer fires still throws.
+/// Thread-safety: from a task.
+/// Throws: Cancelled; std::bad_alloc if the timer heap cannot grow;
+///   std::logic_error when awaited outside a shoal task.
 [[nodiscard]] inline detail::SleepAwaiter sleep_until(Clock::time_point deadline) noexcept {
   return detail::SleepAwaiter(deadline);
 }
 
-/// Suspends the task for `d`. See sleep_until.
+/// Suspends the task for `d`, counted from this call (the runtime's clock).
+/// Checkpoint, Cancellation, Thread-safety, Throws: as sleep_until.
 template <class Rep, class Period>
 [[nodiscard]] detail::SleepAwaiter sleep_for(std::chrono::duration<Rep, Period> d) noexcept {
   return detail::SleepAwaiter(detail::clock_now() + std::chrono::duration_cast<Clock::duration>(d));
