@@ -68,6 +68,18 @@ inline void io_check_cancelled() {
   if (Fiber* f = current_fiber(); f != nullptr && f->cancelled()) throw Cancelled{};
 }
 
+/// Yields once the task's budget is spent, without a cancellation check:
+/// the operation already had its effect, which must not be lost.
+struct YieldIfOutOfBudget {
+  Fiber* f = current_fiber();
+  bool await_ready() const noexcept { return f == nullptr || !consume_budget(f); }
+  bool await_suspend(std::coroutine_handle<> h) noexcept {
+    yield_from(f, h, this);  // not schedule_yield: see yield_from (llvm#56301)
+    return true;
+  }
+  void await_resume() const noexcept {}
+};
+
 /// After EAGAIN: drops `bit` from the cached readiness, unless an event
 /// arrived since `seen` was read (then the caller just tries again).
 inline bool io_clear(IoSource* s, std::uint32_t seen, std::uint32_t bit) noexcept {

@@ -28,17 +28,7 @@ namespace io = detail::io;
 
 using detail::io_check_cancelled;
 
-/// Yields once the task's budget is spent, without a cancellation check:
-/// the operation already had its effect, which must not be lost.
-struct YieldIfOutOfBudget {
-  detail::Fiber* f = detail::current_fiber();
-  bool await_ready() const noexcept { return f == nullptr || !detail::consume_budget(f); }
-  bool await_suspend(std::coroutine_handle<> h) noexcept {
-    detail::yield_from(f, h, this);  // not schedule_yield: see yield_from (llvm#56301)
-    return true;
-  }
-  void await_resume() const noexcept {}
-};
+using detail::YieldIfOutOfBudget;
 
 std::string peer_of(int fd) {
   sockaddr_storage ss{};
@@ -145,7 +135,10 @@ Task<std::size_t> Stream::write_some(std::span<const std::byte> buf) {
     if (err == EINTR) continue;
     if (err == ENOTSOCK) {  // a pipe behind a Stream (SIGPIPE is ignored: EPIPE instead)
       const ssize_t w = ::write(fd_, buf.data(), buf.size());
-      if (w >= 0) co_return static_cast<std::size_t>(w);
+      if (w >= 0) {
+        co_await YieldIfOutOfBudget{};
+        co_return static_cast<std::size_t>(w);
+      }
       if (errno != EAGAIN && errno != EINTR) io_error("write", fd_, errno);
     } else if (err != EAGAIN && err != EWOULDBLOCK) {
       io_error("write", fd_, err);
@@ -172,7 +165,10 @@ Task<void> Stream::wait_readable() {
     pollfd p{fd_, POLLIN, 0};  // sockets and pipes alike; no data is consumed
     const int n = ::poll(&p, 1, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n != 0) co_return;  // data, the end of the stream, or an error the read will report
+    if (n != 0) {  // data, the end of the stream, or an error the read will report
+      co_await YieldIfOutOfBudget{};
+      co_return;
+    }
     if (!detail::io_clear(s, seen, io::readable)) continue;
     if (idle_timeout_.count() > 0) {
       co_await wait_with_idle_limit(s, io::readable, "wait_readable");

@@ -68,7 +68,10 @@ Task<std::size_t> UdpSocket::send_to(std::span<const std::byte> data, Address to
   for (;;) {
     const std::uint32_t seen = s->state.load(std::memory_order_acquire);
     const ssize_t n = ::sendto(fd_, data.data(), data.size(), MSG_NOSIGNAL, to.native(), to.native_size());
-    if (n >= 0) co_return static_cast<std::size_t>(n);
+    if (n >= 0) {
+      co_await detail::YieldIfOutOfBudget{};
+      co_return static_cast<std::size_t>(n);
+    }
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN && err != EWOULDBLOCK) udp_error("send_to " + to.to_string(), err);
@@ -84,7 +87,10 @@ Task<Datagram> UdpSocket::recv_from(std::span<std::byte> buf) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
     const ssize_t n = ::recvfrom(fd_, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&ss), &len);
-    if (n >= 0) co_return Datagram{static_cast<std::size_t>(n), Address::from_native(reinterpret_cast<sockaddr*>(&ss), len)};
+    if (n >= 0) {
+      co_await detail::YieldIfOutOfBudget{};
+      co_return Datagram{static_cast<std::size_t>(n), Address::from_native(reinterpret_cast<sockaddr*>(&ss), len)};
+    }
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN && err != EWOULDBLOCK) udp_error("recv_from", err);

@@ -5,6 +5,9 @@
 //  - non-suspending calls neither throw Cancelled nor yield.
 // Task-set entry is a row; admission (spawn) needs a running set, so it has
 // tests of its own below. Later awaitables (I/O, sync) add one row each.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -470,6 +473,33 @@ TEST(CheckpointContract, AwaitsThatNeedNotWaitStillYieldPerBudget) {
          }
          std::size_t next = 0;
          co_await measure([&]() -> Task<void> { (void)co_await handles[next++]; });
+       }},
+      {"udp send_to then recv_from (regression: never yielded)",
+       [&](Scope&, const Measure& measure) -> Task<void> {
+         auto sock = shoal::net::UdpSocket::bind(shoal::net::Address::parse("127.0.0.1:0"));
+         const auto self = sock.local_address();
+         std::byte b[1] = {std::byte{7}};
+         co_await measure([&]() -> Task<void> {
+           (void)co_await sock.send_to(b, self);
+           (void)co_await sock.recv_from(b);
+         });
+       }},
+      {"stream write_some to a pipe (regression: never yielded)",
+       [&](Scope&, const Measure& measure) -> Task<void> {
+         int fds[2];
+         SHOAL_CO_ASSERT(::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0);
+         shoal::net::Stream rd(fds[0]), wr(fds[1]);
+         std::byte b[1] = {std::byte{7}};
+         co_await measure([&]() -> Task<void> { (void)co_await wr.write_some(b); });  // 1,000 B fit in the pipe
+       }},
+      {"stream wait_readable with data pending (regression: never yielded)",
+       [&](Scope&, const Measure& measure) -> Task<void> {
+         int fds[2];
+         SHOAL_CO_ASSERT(::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0);
+         shoal::net::Stream rd(fds[0]), wr(fds[1]);
+         std::byte b[1] = {std::byte{7}};
+         co_await wr.write_all(b);
+         co_await measure([&]() -> Task<void> { co_await rd.wait_readable(); });
        }},
       {"task set spawn with a free slot",
        [&](Scope&, const Measure& measure) -> Task<void> {

@@ -148,6 +148,31 @@ SHOAL_TEST(MutexTest, LockTimeoutTimesOutWhileHeldAndSucceedsWhenReleasedInTime)
   });
 }
 
+// Regression (found in the contract review): a limit of zero always timed
+// out, even on a free lock (the deadline cancelled the acquisition at once);
+// the blocking form tried first. Zero now means "one try", in both forms.
+SHOAL_TEST(MutexTest, ALockTimeoutOfZeroTakesAFreeLockAndTimesOutOnAHeldOne) {
+  Mutex m;
+  int ran = 0;
+  for (int i = 0; i < 300; ++i) {  // across budget boundaries too
+    auto r = co_await shoal::with_lock_timeout(m, 0ms, [&] { return ++ran; });
+    SHOAL_CO_ASSERT(r.has_value());
+  }
+  EXPECT_EQ(ran, 300);
+  shoal::detail::Event held, release;
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn(shoal::with_lock(m, [&]() -> Task<void> {
+      held.set();
+      co_await release.wait();
+    }));
+    co_await held.wait();
+    auto r = co_await shoal::with_lock_timeout(m, 0ms, [&] { return ++ran; });
+    EXPECT_EQ(r.error(), SyncError::Code::timed_out);
+    release.set();
+  });
+  EXPECT_EQ(ran, 300);
+}
+
 SHOAL_TEST(MutexTest, ACancelledWaiterLeavesTheQueueAndTheNextOneGetsTheLock) {
   Mutex m;
   shoal::detail::Event held, release;

@@ -264,7 +264,15 @@ Task<SyncResult<body_value_t<F>>> timed_locked(LockSpec l, std::chrono::nanoseco
   Fiber* f = require_task(co_await CurrentFiber{}, *l.core, call);
   check_self_deadlock(l, holder_id(f), call);
   auto held_body = run_held(l, holder_id(f), body);  // before the permits: see try_locked
-  if (!co_await move_on_after(limit, acquire_permits(*l.core, l.n))) co_return SyncError::Code::timed_out;
+  if (try_fast_acquire(f, l)) co_return co_await std::move(held_body);
+  if (limit.count() <= 0) {
+    // No time to wait: one try, as the blocking form does (a deadline that
+    // already passed would cancel even a free lock's acquisition).
+    co_await checkpoint();
+    if (!l.core->try_acquire(l.n)) co_return SyncError::Code::timed_out;
+  } else if (!co_await move_on_after(limit, acquire_permits(*l.core, l.n))) {
+    co_return SyncError::Code::timed_out;
+  }
   co_return co_await std::move(held_body);
 }
 
