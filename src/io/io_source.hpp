@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/detail/io_slot.hpp"
 #include "shoal/detail/spin_lock.hpp"
 #include "shoal/detail/sync_shim.hpp"
@@ -65,13 +65,13 @@ void io_deregister(IoSource* s) noexcept;
 
 /// A cancellation point before an I/O operation's first side effect.
 inline void io_check_cancelled() {
-  if (Fiber* f = current_fiber(); f != nullptr && f->cancelled()) throw Cancelled{};
+  if (TaskRecord* f = current_record(); f != nullptr && f->cancelled()) throw Cancelled{};
 }
 
 /// Yields once the task's budget is spent, without a cancellation check:
 /// the operation already had its effect, which must not be lost.
 struct YieldIfOutOfBudget {
-  Fiber* f = current_fiber();
+  TaskRecord* f = current_record();
   bool await_ready() const noexcept { return f == nullptr || !consume_budget(f); }
   bool await_suspend(std::coroutine_handle<> h) noexcept {
     yield_from(f, h, this);  // not schedule_yield: see yield_from (llvm#56301)
@@ -86,7 +86,7 @@ inline bool io_clear(IoSource* s, std::uint32_t seen, std::uint32_t bit) noexcep
   return s->state.compare_exchange_strong(seen, seen & ~bit, std::memory_order_acq_rel, std::memory_order_acquire);
 }
 
-bool io_wait_suspend(IoWaiter& w, Fiber* f, std::coroutine_handle<> h) noexcept;
+bool io_wait_suspend(IoWaiter& w, TaskRecord* f, std::coroutine_handle<> h) noexcept;
 
 /// Waits until `interest` is (or may be) ready. Checkpoint: yes.
 struct IoReadyAwaiter {
@@ -95,7 +95,7 @@ struct IoReadyAwaiter {
   bool await_ready() const noexcept { return false; }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {
-    return io_wait_suspend(w, fiber_of(h), h);
+    return io_wait_suspend(w, record_of(h), h);
   }
   void await_resume() const {
     if (w.cancelled) throw Cancelled{};

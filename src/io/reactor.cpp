@@ -31,7 +31,7 @@
 namespace shoal::detail {
 
 IoSource* io_register(int fd, std::uint32_t ready) {
-  Fiber* f = current_fiber();
+  TaskRecord* f = current_record();
   if (f == nullptr) throw std::logic_error("shoal: I/O on a socket or pipe must be awaited from a shoal task");
   void* mem = frame_allocate(sizeof(IoSource));
   auto* s = ::new (mem) IoSource();
@@ -92,7 +92,7 @@ void IoSlot::release() noexcept {
 }
 
 
-bool io_wait_suspend(IoWaiter& w, Fiber* f, std::coroutine_handle<> h) noexcept {
+bool io_wait_suspend(IoWaiter& w, TaskRecord* f, std::coroutine_handle<> h) noexcept {
   IoSource* s = w.src;
   if (f->cancelled()) {
     w.cancelled = true;
@@ -121,7 +121,7 @@ bool io_wait_suspend(IoWaiter& w, Fiber* f, std::coroutine_handle<> h) noexcept 
 
 namespace shoal::testing {
 std::size_t io_registrations() noexcept {
-  detail::Fiber* f = detail::current_fiber();
+  detail::TaskRecord* f = detail::current_record();
   return f == nullptr ? 0 : f->sched->driver().io_core()->live.load(std::memory_order_relaxed);
 }
 }  // namespace shoal::testing

@@ -71,7 +71,7 @@ struct IdleThread final : Waiter {
 };
 }  // namespace
 
-bool BlockingPool::submit(BlockingJob* job, const Fiber* unless) noexcept {
+bool BlockingPool::submit(BlockingJob* job, const TaskRecord* unless) noexcept {
   bool start_thread = false;
   {
     WaitSection sec(lock_);
@@ -142,7 +142,7 @@ void BlockingPool::thread_main() noexcept {
     tls_job = job;
     job->run();
     tls_job = nullptr;
-    Fiber* f = job->waiter;
+    TaskRecord* f = job->waiter;
     Scheduler* s = f->sched;
     disarm_wait(f, job);
     schedule(f);  // job may be gone from here on

@@ -24,7 +24,7 @@ class BlockingPool {
   ~BlockingPool();
 
   /// Queues `job` (bound to this pool's lock) unless `unless` is cancelled.
-  bool submit(BlockingJob* job, const Fiber* unless) noexcept;
+  bool submit(BlockingJob* job, const TaskRecord* unless) noexcept;
   SpinLock& lock() noexcept { return lock_; }
   std::size_t threads() const noexcept;
 

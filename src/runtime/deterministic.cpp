@@ -16,7 +16,7 @@ void set_step_hook(const StepHook* hook) noexcept { detail::g_step_hook.store(ho
 
 namespace shoal::detail {
 
-void DeterministicExecutor::push_locked(Fiber* f) noexcept {
+void DeterministicExecutor::push_locked(TaskRecord* f) noexcept {
   try {
     ready_.push_back(f);
   } catch (...) {  // no memory to grow the ready list: it waits in an intrusive one
@@ -24,26 +24,26 @@ void DeterministicExecutor::push_locked(Fiber* f) noexcept {
   }
 }
 
-void DeterministicExecutor::push(Fiber* f) noexcept {
+void DeterministicExecutor::push(TaskRecord* f) noexcept {
   shim::lock_guard<shim::mutex> g(mu_);
   push_locked(f);
 }
 
-void DeterministicExecutor::push_batch(FiberBatch& batch) noexcept {
+void DeterministicExecutor::push_batch(TaskBatch& batch) noexcept {
   shim::lock_guard<shim::mutex> g(mu_);
-  for (Fiber* f = batch.head; f != nullptr;) {
-    Fiber* next = f->next;
+  for (TaskRecord* f = batch.head; f != nullptr;) {
+    TaskRecord* next = f->next;
     push_locked(f);
     f = next;
   }
-  batch = FiberBatch{};
+  batch = TaskBatch{};
 }
 
-Fiber* DeterministicExecutor::pick() noexcept {
+TaskRecord* DeterministicExecutor::pick() noexcept {
   shim::lock_guard<shim::mutex> g(mu_);
   if (!ready_.empty()) {
     const std::size_t i = rng_() % ready_.size();
-    Fiber* f = ready_[i];
+    TaskRecord* f = ready_[i];
     ready_[i] = ready_.back();
     ready_.pop_back();
     return f;
@@ -54,8 +54,8 @@ Fiber* DeterministicExecutor::pick() noexcept {
 void DeterministicExecutor::run(Scheduler& s, Worker& w) noexcept {
   Driver& d = s.driver();
   for (;;) {
-    if (Fiber* f = pick()) {
-      s.run_fiber(w, f);
+    if (TaskRecord* f = pick()) {
+      s.run_task(w, f);
       if (const testing::StepHook* h = g_step_hook.load(std::memory_order_acquire)) h->after_step(h->ctx);
       continue;
     }

@@ -1,7 +1,7 @@
 // The deterministic executor (RuntimeOptions::deterministic/simulated): one
-// worker, one ready list, the next fiber picked at random from a seed, so a
+// worker, one ready list, the next task picked at random from a seed, so a
 // seed reproduces a whole run. With a manual clock, virtual time stands
-// still while a fiber can run and jumps to the earliest timer when none can
+// still while a task can run and jumps to the earliest timer when none can
 // (unless blocking work is in flight: its completion might come "earlier").
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/detail/sync_shim.hpp"
 #include "src/runtime/injector.hpp"
 
@@ -23,8 +23,8 @@ class DeterministicExecutor {
   explicit DeterministicExecutor(std::uint64_t seed) noexcept : rng_(seed) {}
 
   /// Ready to run (any thread).
-  void push(Fiber* f) noexcept;
-  void push_batch(FiberBatch& batch) noexcept;
+  void push(TaskRecord* f) noexcept;
+  void push_batch(TaskBatch& batch) noexcept;
   /// The single worker's loop, until shutdown.
   void run(Scheduler& s, Worker& w) noexcept;
 
@@ -35,12 +35,12 @@ class DeterministicExecutor {
   bool blocking_finished() noexcept { return in_flight_.fetch_sub(1, std::memory_order_seq_cst) == 1; }
 
  private:
-  Fiber* pick() noexcept;
-  void push_locked(Fiber* f) noexcept;
+  TaskRecord* pick() noexcept;
+  void push_locked(TaskRecord* f) noexcept;
 
   shim::mutex mu_;
-  std::vector<Fiber*> ready_;  // guarded by mu_
-  FiberBatch overflow_;        // ready fibers ready_ had no memory for
+  std::vector<TaskRecord*> ready_;  // guarded by mu_
+  TaskBatch overflow_;        // ready tasks ready_ had no memory for
   std::mt19937_64 rng_;        // guarded by mu_
   shim::atomic<std::size_t> in_flight_{0};
 };

@@ -54,7 +54,7 @@ void Scheduler::dump_node(std::ostream& out, CancelNode* n, int depth) const {
     return;
   }
   std::size_t waiting = 0, children = 0;
-  for (Fiber* f = n->first_fiber; f != nullptr; f = f->node_next) {
+  for (TaskRecord* f = n->first_record; f != nullptr; f = f->node_next) {
     if (f->hook.load(std::memory_order_relaxed) != nullptr) ++waiting;
   }
   for (CancelNode* c = n->first_child; c != nullptr; c = c->next_sibling) ++children;

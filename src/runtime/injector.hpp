@@ -6,17 +6,17 @@
 
 #include <cstddef>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/detail/sync_shim.hpp"
 
 namespace shoal::detail {
 
-/// An intrusive singly linked list of fibers (through Fiber::next).
-struct FiberBatch {
-  Fiber* head = nullptr;
-  Fiber* tail = nullptr;
+/// An intrusive singly linked list of tasks (through TaskRecord::next).
+struct TaskBatch {
+  TaskRecord* head = nullptr;
+  TaskRecord* tail = nullptr;
   std::size_t count = 0;
-  void push(Fiber* f) noexcept {
+  void push(TaskRecord* f) noexcept {
     f->next = nullptr;
     if (tail != nullptr) {
       tail->next = f;
@@ -26,8 +26,8 @@ struct FiberBatch {
     tail = f;
     ++count;
   }
-  Fiber* pop_front() noexcept {
-    Fiber* f = head;
+  TaskRecord* pop_front() noexcept {
+    TaskRecord* f = head;
     if (f == nullptr) return nullptr;
     head = f->next;
     if (head == nullptr) tail = nullptr;
@@ -38,19 +38,19 @@ struct FiberBatch {
   bool empty() const noexcept { return head == nullptr; }
 };
 
-/// Hands a batch of ready fibers to `s` (Scheduler::schedule_batch). A free
+/// Hands a batch of ready tasks to `s` (Scheduler::schedule_batch). A free
 /// function so code that only needs this, like the cancel protocol, does not
 /// depend on the scheduler (model tests define their own).
-void schedule_batch(Scheduler* s, FiberBatch& batch) noexcept;
+void schedule_batch(Scheduler* s, TaskBatch& batch) noexcept;
 
 class Injector {
  public:
-  void push(Fiber* f) noexcept {
+  void push(TaskRecord* f) noexcept {
     std::lock_guard<shim::mutex> g(mu_);
     list_.push(f);
     len_.store(list_.count, std::memory_order_release);
   }
-  void push_batch(FiberBatch& b) noexcept {
+  void push_batch(TaskBatch& b) noexcept {
     if (b.empty()) return;
     std::lock_guard<shim::mutex> g(mu_);
     if (list_.tail != nullptr) {
@@ -61,11 +61,11 @@ class Injector {
     list_.tail = b.tail;
     list_.count += b.count;
     len_.store(list_.count, std::memory_order_release);
-    b = FiberBatch{};
+    b = TaskBatch{};
   }
-  /// Up to `max` fibers, oldest first.
-  FiberBatch pop(std::size_t max) noexcept {
-    FiberBatch out;
+  /// Up to `max` tasks, oldest first.
+  TaskBatch pop(std::size_t max) noexcept {
+    TaskBatch out;
     if (len_.load(std::memory_order_acquire) == 0) return out;
     std::lock_guard<shim::mutex> g(mu_);
     while (out.count < max && !list_.empty()) out.push(list_.pop_front());
@@ -77,7 +77,7 @@ class Injector {
 
  private:
   shim::mutex mu_;
-  FiberBatch list_;
+  TaskBatch list_;
   shim::atomic<std::size_t> len_{0};
 };
 

@@ -12,7 +12,7 @@ namespace detail {
 
 void dump_all_runtimes(std::ostream& out);
 
-std::coroutine_handle<> RootOwner::fiber_done(Fiber&, PromiseBase&, std::coroutine_handle<>) noexcept {
+std::coroutine_handle<> RootOwner::task_done(TaskRecord&, PromiseBase&, std::coroutine_handle<>) noexcept {
   shim::lock_guard<shim::mutex> g(mu_);
   done_ = true;
   cv_.notify_one();
@@ -58,13 +58,13 @@ void Runtime::start_root(detail::RootOwner& root, detail::PromiseBase& p, std::c
     h.destroy();
     throw;
   }
-  detail::Fiber& f = p.own_fiber_;
+  detail::TaskRecord& f = p.own_record_;
   root.node.attach(nullptr, &f, sched_.get());
   f.sched = sched_.get();
   f.owner = &root;
   f.node.store(&root.node, std::memory_order_relaxed);
   f.resume = h;
-  p.fiber_ = &f;
+  p.record_ = &f;
   sched_->inject(&f);
 }
 
@@ -80,7 +80,7 @@ void Runtime::dump_all(std::ostream& out) { detail::dump_all_runtimes(out); }
 
 namespace this_task {
 bool cancellation_requested() noexcept {
-  if (detail::Fiber* f = detail::current_fiber()) return f->cancelled();
+  if (detail::TaskRecord* f = detail::current_record()) return f->cancelled();
   if (detail::BlockingJob* job = detail::current_blocking_job()) return job->cancelled();
   return false;
 }

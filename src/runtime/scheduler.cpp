@@ -1,6 +1,6 @@
 // Workers, work stealing and parking.
 //
-// Where a ready fiber goes:
+// Where a ready task goes:
 // - woken by a task on a worker of the same runtime: that worker's LIFO slot
 //   (runs next, no cross-core trip); the previous occupant moves to the local
 //   queue. At most 3 LIFO runs in a row so a ping-pong pair cannot starve the
@@ -8,7 +8,7 @@
 // - spawned or yielding on a worker: the back of its local queue.
 // - from any other thread: the injector.
 // - pinned (spawn_local): only ever its own worker. Woken there, like any
-//   other fiber (LIFO slot) but queued on its PinnedLane instead of the
+//   other task (LIFO slot) but queued on its PinnedLane instead of the
 //   stealable queue; woken anywhere else, pushed onto that lane's inbox (the
 //   push that makes it non-empty unparks the owner).
 // - on the deterministic executor: its one ready list (deterministic.cpp).
@@ -35,7 +35,7 @@ namespace shoal::detail {
 namespace {
 
 thread_local Worker* tls_worker = nullptr;
-thread_local Fiber* tls_fiber = nullptr;
+thread_local TaskRecord* tls_record = nullptr;
 
 std::size_t default_workers() {
   long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
@@ -67,7 +67,7 @@ void ignore_sigpipe() noexcept {
   if (::sigaction(SIGPIPE, nullptr, &old_action) == 0 && old_action.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
 }
 
-inline std::uint32_t pin_of(const Fiber* f) noexcept { return f->flags >> Fiber::kPinShift; }
+inline std::uint32_t pin_of(const TaskRecord* f) noexcept { return f->flags >> TaskRecord::kPinShift; }
 
 }  // namespace
 
@@ -122,18 +122,18 @@ void Scheduler::blocking_finished() noexcept {
   if (det_ && driver_.manual_clock() && det_->blocking_finished()) workers_[0]->parker.unpark(driver_);
 }
 
-void Scheduler::pin_to_current_worker(Fiber* f) noexcept {
+void Scheduler::pin_to_current_worker(TaskRecord* f) noexcept {
   Worker* w = tls_worker;
   if (det_ || w == nullptr || w->sched != this) return;
-  f->flags |= static_cast<std::uint32_t>(w->index + 1) << Fiber::kPinShift;
+  f->flags |= static_cast<std::uint32_t>(w->index + 1) << TaskRecord::kPinShift;
 }
 
-void Scheduler::push_pinned_remote(Fiber* f) noexcept {
+void Scheduler::push_pinned_remote(TaskRecord* f) noexcept {
   Worker& owner = *workers_[pin_of(f) - 1];
   if (owner.pinned.push_remote(f)) owner.parker.unpark(driver_);
 }
 
-void Scheduler::push_local(Worker& w, Fiber* f) noexcept {
+void Scheduler::push_local(Worker& w, TaskRecord* f) noexcept {
   if (const std::uint32_t pin = pin_of(f); pin != 0) {
     if (pin - 1 != w.index) {
       push_pinned_remote(f);
@@ -143,8 +143,8 @@ void Scheduler::push_local(Worker& w, Fiber* f) noexcept {
     return;
   }
   while (!w.local.push(f)) {
-    FiberBatch overflow;
-    w.local.take_half([&](Fiber* x) { overflow.push(x); });
+    TaskBatch overflow;
+    w.local.take_half([&](TaskRecord* x) { overflow.push(x); });
     injector_.push_batch(overflow);
   }
 }
@@ -154,7 +154,7 @@ void Scheduler::notify_parked() noexcept {
   if (idx >= 0) workers_[static_cast<std::size_t>(idx)]->parker.unpark(driver_);
 }
 
-void Scheduler::inject(Fiber* f) noexcept {
+void Scheduler::inject(TaskRecord* f) noexcept {
   if (det_) {
     det_->push(f);
     workers_[0]->parker.unpark(driver_);
@@ -168,7 +168,7 @@ void Scheduler::inject(Fiber* f) noexcept {
   notify_parked();
 }
 
-void Scheduler::schedule(Fiber* f) noexcept {
+void Scheduler::schedule(TaskRecord* f) noexcept {
   Worker* w = tls_worker;
   if (det_ || w == nullptr || w->sched != this) {
     inject(f);
@@ -178,16 +178,16 @@ void Scheduler::schedule(Fiber* f) noexcept {
     push_pinned_remote(f);
     return;
   }
-  Fiber* prev = w->lifo;
+  TaskRecord* prev = w->lifo;
   w->lifo = f;
   if (prev != nullptr) {
     const bool pinned = pin_of(prev) != 0;  // read before publishing: prev may run elsewhere at once
     push_local(*w, prev);
-    if (!pinned) notify_parked();  // a pinned fiber is no work for anyone else
+    if (!pinned) notify_parked();  // a pinned task is no work for anyone else
   }
 }
 
-void Scheduler::schedule_spawn(Fiber* f) noexcept {
+void Scheduler::schedule_spawn(TaskRecord* f) noexcept {
   Worker* w = tls_worker;
   if (det_ || w == nullptr || w->sched != this) {
     schedule(f);
@@ -195,12 +195,12 @@ void Scheduler::schedule_spawn(Fiber* f) noexcept {
   }
   const bool pinned = pin_of(f) != 0;  // read before publishing: f may run elsewhere at once
   push_local(*w, f);
-  if (!pinned) notify_parked();  // a pinned fiber is no work for anyone else
+  if (!pinned) notify_parked();  // a pinned task is no work for anyone else
 }
 
-void Scheduler::schedule_yield(Fiber* f) noexcept { schedule_spawn(f); }
+void Scheduler::schedule_yield(TaskRecord* f) noexcept { schedule_spawn(f); }
 
-void Scheduler::schedule_batch(FiberBatch& batch) noexcept {
+void Scheduler::schedule_batch(TaskBatch& batch) noexcept {
   if (batch.empty()) return;
   Worker* w = tls_worker;
   if (det_) {
@@ -209,18 +209,18 @@ void Scheduler::schedule_batch(FiberBatch& batch) noexcept {
     return;
   }
   if (w != nullptr && w->sched == this && batch.count <= w->local.capacity() / 2) {
-    for (Fiber* f = batch.head; f != nullptr;) {
-      Fiber* next = f->next;
+    for (TaskRecord* f = batch.head; f != nullptr;) {
+      TaskRecord* next = f->next;
       push_local(*w, f);
       f = next;
     }
-    batch = FiberBatch{};
+    batch = TaskBatch{};
   } else {
     // A big fan-out goes to the injector so every worker can take a share;
-    // pinned fibers go home.
-    FiberBatch shared;
-    for (Fiber* f = batch.head; f != nullptr;) {
-      Fiber* next = f->next;
+    // pinned tasks go home.
+    TaskBatch shared;
+    for (TaskRecord* f = batch.head; f != nullptr;) {
+      TaskRecord* next = f->next;
       if (pin_of(f) != 0) {
         push_pinned_remote(f);
       } else {
@@ -228,38 +228,38 @@ void Scheduler::schedule_batch(FiberBatch& batch) noexcept {
       }
       f = next;
     }
-    batch = FiberBatch{};
+    batch = TaskBatch{};
     injector_.push_batch(shared);
   }
   notify_parked();
 }
 
-Fiber* Scheduler::from_injector(Worker& w) noexcept {
+TaskRecord* Scheduler::from_injector(Worker& w) noexcept {
   if (injector_.empty()) return nullptr;
   const std::size_t n = workers_.size();
   std::size_t want = std::min<std::size_t>(injector_.size() / n + 1, w.local.capacity() / 2);
-  FiberBatch b = injector_.pop(want);
+  TaskBatch b = injector_.pop(want);
   if (b.empty()) return nullptr;
-  Fiber* first = b.head;
-  for (Fiber* f = first->next; f != nullptr;) {
-    Fiber* next = f->next;
+  TaskRecord* first = b.head;
+  for (TaskRecord* f = first->next; f != nullptr;) {
+    TaskRecord* next = f->next;
     push_local(w, f);
     f = next;
   }
   return first;
 }
 
-Fiber* Scheduler::next_local(Worker& w) noexcept {
+TaskRecord* Scheduler::next_local(Worker& w) noexcept {
   ++w.tick;
   w.pinned.drain_remote();
   if (w.tick % 61 == 0) {
     driver_.fire_timers();  // busy workers keep timers firing while nobody drives
     driver_.poll_io_now();  // ... and I/O events flowing
-    FiberBatch b = injector_.pop(1);
+    TaskBatch b = injector_.pop(1);
     if (!b.empty()) return b.head;
   }
   if (w.lifo != nullptr) {
-    Fiber* f = w.lifo;
+    TaskRecord* f = w.lifo;
     w.lifo = nullptr;
     if (w.lifo_streak < 3) {
       ++w.lifo_streak;
@@ -268,14 +268,14 @@ Fiber* Scheduler::next_local(Worker& w) noexcept {
     push_local(w, f);
   }
   w.lifo_streak = 0;
-  // Pinned and stealable fibers take turns, so neither starves the other.
+  // Pinned and stealable tasks take turns, so neither starves the other.
   if (!w.pinned.empty() && (w.tick & 1) != 0) return w.pinned.pop();
-  if (Fiber* f = w.local.pop()) return f;
-  if (Fiber* f = w.pinned.pop()) return f;
+  if (TaskRecord* f = w.local.pop()) return f;
+  if (TaskRecord* f = w.pinned.pop()) return f;
   return from_injector(w);
 }
 
-Fiber* Scheduler::search(Worker& w) noexcept {
+TaskRecord* Scheduler::search(Worker& w) noexcept {
   if (!w.searching) {
     if (!idle_.try_begin_search()) return nullptr;
     w.searching = true;
@@ -286,7 +286,7 @@ Fiber* Scheduler::search(Worker& w) noexcept {
   for (std::size_t i = 0; i < n; ++i) {
     Worker& victim = *workers_[(start + i) % n];
     if (&victim == &w) continue;
-    if (Fiber* f = victim.local.steal_into(w.local)) return f;
+    if (TaskRecord* f = victim.local.steal_into(w.local)) return f;
   }
   return from_injector(w);
 }
@@ -323,17 +323,17 @@ void Scheduler::park(Worker& w) noexcept {
   w.activity.store(w.searching ? 1 : 0, std::memory_order_relaxed);
 }
 
-void Scheduler::run_fiber(Worker& w, Fiber* f) noexcept {
-  tls_fiber = f;
+void Scheduler::run_task(Worker& w, TaskRecord* f) noexcept {
+  tls_record = f;
   f->budget = kBudget;
   w.polls.fetch_add(1, std::memory_order_relaxed);
   f->resume.resume();
-  tls_fiber = nullptr;
+  tls_record = nullptr;
 }
 
 void Scheduler::worker_main(Worker& w) noexcept {
   for (;;) {
-    Fiber* f = next_local(w);
+    TaskRecord* f = next_local(w);
     if (f == nullptr) {
       f = search(w);
       if (f == nullptr) {
@@ -347,7 +347,7 @@ void Scheduler::worker_main(Worker& w) noexcept {
       w.activity.store(0, std::memory_order_relaxed);
       if (idle_.end_search()) notify_parked();
     }
-    run_fiber(w, f);
+    run_task(w, f);
   }
 }
 
@@ -378,19 +378,19 @@ void Scheduler::report_suppressed(const std::exception_ptr& e) noexcept {
   print_fault("shoal: suppressed fault (its scope already had one): ", e);
 }
 
-// ---- free functions from fiber.hpp and friends ----------------------------
+// ---- free functions from task.hpp and friends ----------------------------
 
-void schedule(Fiber* f) noexcept { f->sched->schedule(f); }
-void schedule_spawn(Fiber* f) noexcept { f->sched->schedule_spawn(f); }
-void schedule_yield(Fiber* f) noexcept { f->sched->schedule_yield(f); }
+void schedule(TaskRecord* f) noexcept { f->sched->schedule(f); }
+void schedule_spawn(TaskRecord* f) noexcept { f->sched->schedule_spawn(f); }
+void schedule_yield(TaskRecord* f) noexcept { f->sched->schedule_yield(f); }
 
-void yield_from(Fiber* f, std::coroutine_handle<> h, const void* /*awaiter: see the header*/) noexcept {
+void yield_from(TaskRecord* f, std::coroutine_handle<> h, const void* /*awaiter: see the header*/) noexcept {
   f->resume = h;
   f->sched->schedule_yield(f);
 }
-void schedule_batch(Scheduler* s, FiberBatch& batch) noexcept { s->schedule_batch(batch); }
-void pin_to_current_worker(Fiber* f) noexcept { f->sched->pin_to_current_worker(f); }
-Fiber* current_fiber() noexcept { return tls_fiber; }
+void schedule_batch(Scheduler* s, TaskBatch& batch) noexcept { s->schedule_batch(batch); }
+void pin_to_current_worker(TaskRecord* f) noexcept { f->sched->pin_to_current_worker(f); }
+TaskRecord* current_record() noexcept { return tls_record; }
 bool on_worker_thread() noexcept { return tls_worker != nullptr; }
 
 Clock::time_point clock_now() noexcept {

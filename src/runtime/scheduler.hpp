@@ -1,5 +1,5 @@
 // The work-stealing scheduler behind shoal::Runtime (private): workers, the
-// placement rules for ready fibers, stealing and parking. Blocking for I/O
+// placement rules for ready tasks, stealing and parking. Blocking for I/O
 // and timers is the driver's (src/runtime/driver/); the deterministic
 // executor is its own class (src/runtime/deterministic.hpp).
 #pragma once
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/runtime/run.hpp"
 #include "src/runtime/blocking_pool.hpp"
 #include "src/runtime/deterministic.hpp"
@@ -29,9 +29,9 @@ namespace shoal::detail {
 struct Worker {
   Scheduler* sched = nullptr;
   std::size_t index = 0;
-  StealQueue<Fiber*> local;
-  Fiber* lifo = nullptr;  // owner only
-  PinnedLane pinned;      // spawn_local fibers: never stolen
+  StealQueue<TaskRecord*> local;
+  TaskRecord* lifo = nullptr;  // owner only
+  PinnedLane pinned;      // spawn_local tasks: never stolen
   std::uint32_t tick = 0;
   std::uint32_t lifo_streak = 0;
   bool searching = false;
@@ -49,14 +49,14 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  void schedule(Fiber* f) noexcept;
-  void schedule_spawn(Fiber* f) noexcept;
-  void schedule_yield(Fiber* f) noexcept;
-  void schedule_batch(FiberBatch& batch) noexcept;
-  void inject(Fiber* f) noexcept;
+  void schedule(TaskRecord* f) noexcept;
+  void schedule_spawn(TaskRecord* f) noexcept;
+  void schedule_yield(TaskRecord* f) noexcept;
+  void schedule_batch(TaskBatch& batch) noexcept;
+  void inject(TaskRecord* f) noexcept;
 
   bool on_own_worker() const noexcept;
-  void pin_to_current_worker(Fiber* f) noexcept;
+  void pin_to_current_worker(TaskRecord* f) noexcept;
   std::size_t worker_count() const noexcept { return workers_.size(); }
 
   void add_root(CancelNode* n);
@@ -76,16 +76,16 @@ class Scheduler {
   void blocking_finished() noexcept;
 
   /// Runs `f` on `w` until it suspends (the deterministic executor too).
-  void run_fiber(Worker& w, Fiber* f) noexcept;
+  void run_task(Worker& w, TaskRecord* f) noexcept;
   bool shutting_down() const noexcept { return shutdown_.load(std::memory_order_acquire); }
 
  private:
   void worker_main(Worker& w) noexcept;
-  Fiber* next_local(Worker& w) noexcept;
-  Fiber* search(Worker& w) noexcept;
-  Fiber* from_injector(Worker& w) noexcept;
-  void push_local(Worker& w, Fiber* f) noexcept;
-  void push_pinned_remote(Fiber* f) noexcept;
+  TaskRecord* next_local(Worker& w) noexcept;
+  TaskRecord* search(Worker& w) noexcept;
+  TaskRecord* from_injector(Worker& w) noexcept;
+  void push_local(Worker& w, TaskRecord* f) noexcept;
+  void push_pinned_remote(TaskRecord* f) noexcept;
   void notify_parked() noexcept;
   bool work_pending() const noexcept;
   void park(Worker& w) noexcept;

@@ -1,24 +1,24 @@
 // Cancellation tree and the cancellable-wait protocol. Depends only on
-// fiber.hpp and FiberBatch, so model tests compile this file as is.
+// task.hpp and TaskBatch, so model tests compile this file as is.
 //
 // Invariants and memory-order argument:
 // - A node's `cancelled` flag only goes false -> true. A node attached under
 //   a cancelled parent is born cancelled (unless shielded); attach and cancel
 //   both hold the parent's lock, so no child misses its parent's cancel.
-// - A fiber suspended at a cancellable wait has `hook` = its WaitHook. The
-//   fiber publishes the hook (seq_cst store) and then reads `cancelled`
+// - A task suspended at a cancellable wait has `hook` = its WaitHook. The
+//   task publishes the hook (seq_cst store) and then reads `cancelled`
 //   (seq_cst); the canceller sets `cancelled` (seq_cst RMW) and then reads the
 //   hook (seq_cst). Whichever comes second sees the other (Dekker), so a
-//   cancel is never missed by a fiber about to sleep.
+//   cancel is never missed by a task about to sleep.
 // - A canceller swaps the hook for kBusy while it calls cancel_wait(); the
-//   waiting fiber never leaves its wait (destroying the hook) while kBusy is
+//   waiting task never leaves its wait (destroying the hook) while kBusy is
 //   set (disarm_wait spins it out). The hook stays valid while inspected.
-// - Fibers claimed by cancel_wait() are scheduled in one batch after every
+// - Tasks claimed by cancel_wait() are scheduled in one batch after every
 //   lock is released, so they cannot contend with the canceller for the node
 //   locks they need to unlink themselves.
 // - Lock order: parent node before child node; node lock before any wait
 //   primitive's lock (cancel_wait may take one). Wakers never take node locks.
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "src/runtime/injector.hpp"
 
 namespace shoal::detail {
@@ -26,7 +26,7 @@ namespace {
 
 WaitHook* const kBusy = reinterpret_cast<WaitHook*>(std::uintptr_t{1});
 
-void wake_for_cancel(Fiber* f, FiberBatch& batch) noexcept {
+void wake_for_cancel(TaskRecord* f, TaskBatch& batch) noexcept {
   WaitHook* h = f->hook.load(std::memory_order_seq_cst);
   SpinWait wait;
   for (;;) {
@@ -38,7 +38,7 @@ void wake_for_cancel(Fiber* f, FiberBatch& batch) noexcept {
     }
     if (f->hook.compare_exchange_weak(h, kBusy, std::memory_order_seq_cst)) break;
   }
-  // A fiber waiting inside a shielded (uncancelled) node is left alone.
+  // A task waiting inside a shielded (uncancelled) node is left alone.
   const bool claimed = f->node.load(std::memory_order_relaxed)->cancelled.load(std::memory_order_seq_cst) &&
                        h->cancel_wait();
   f->hook.store(claimed ? nullptr : h, std::memory_order_release);
@@ -48,25 +48,25 @@ void wake_for_cancel(Fiber* f, FiberBatch& batch) noexcept {
 }  // namespace
 
 namespace {
-// A spawned fiber joins its home node's list at its first wait: cancellers
-// only need to find fibers that can be suspended at a wait. Linking before
+// A spawned task joins its home node's list at its first wait: cancellers
+// only need to find tasks that can be suspended at a wait. Linking before
 // the hook is published keeps the Dekker argument: a canceller that walked
 // the list before we joined it set the flag before taking the lock we took
 // after, so our flag check sees it.
-void link_home(Fiber* f) noexcept {
-  if (f->home != nullptr && (f->flags & Fiber::kLinked) == 0) {
-    f->home->add_fiber(f);
-    f->flags |= Fiber::kLinked;
+void link_home(TaskRecord* f) noexcept {
+  if (f->home != nullptr && (f->flags & TaskRecord::kLinked) == 0) {
+    f->home->add_record(f);
+    f->flags |= TaskRecord::kLinked;
   }
 }
 }  // namespace
 
-void publish_hook(Fiber* f, WaitHook* w) noexcept {
+void publish_hook(TaskRecord* f, WaitHook* w) noexcept {
   link_home(f);
   f->hook.store(w, std::memory_order_seq_cst);
 }
 
-bool arm_wait(Fiber* f, WaitHook* w) noexcept {
+bool arm_wait(TaskRecord* f, WaitHook* w) noexcept {
   link_home(f);
   f->hook.store(w, std::memory_order_seq_cst);
   if (f->node.load(std::memory_order_relaxed)->cancelled.load(std::memory_order_seq_cst)) {
@@ -77,7 +77,7 @@ bool arm_wait(Fiber* f, WaitHook* w) noexcept {
 }
 
 namespace {
-void disarm_slow(Fiber* f, WaitHook* w) noexcept {
+void disarm_slow(TaskRecord* f, WaitHook* w) noexcept {
   SpinWait wait;
   WaitHook* h = w;
   while (!f->hook.compare_exchange_weak(h, nullptr, std::memory_order_acq_rel)) {
@@ -88,15 +88,15 @@ void disarm_slow(Fiber* f, WaitHook* w) noexcept {
 }
 }  // namespace
 
-void disarm_wait(Fiber* f, WaitHook* w) noexcept {
+void disarm_wait(TaskRecord* f, WaitHook* w) noexcept {
   WaitHook* h = w;
   if (f->hook.compare_exchange_strong(h, nullptr, std::memory_order_acq_rel) || h == nullptr) return;
   disarm_slow(f, w);  // kBusy: a canceller is inspecting our hook
 }
 
-void CancelNode::attach(CancelNode* parent_node, Fiber* body_fiber, Scheduler* s) noexcept {
+void CancelNode::attach(CancelNode* parent_node, TaskRecord* body_record, Scheduler* s) noexcept {
   parent = parent_node;
-  body = body_fiber;
+  body = body_record;
   sched = s;
   if (parent == nullptr) return;
   parent->lock.lock();
@@ -122,45 +122,45 @@ void CancelNode::detach() noexcept {
   prev_sibling = next_sibling = nullptr;
 }
 
-void CancelNode::enter(Fiber* f) noexcept {
+void CancelNode::enter(TaskRecord* f) noexcept {
   CancelNode* outer = f->node.load(std::memory_order_relaxed);
   attach(outer, f, outer->sched);
   f->node.store(this, std::memory_order_relaxed);
 }
 
-void CancelNode::leave(Fiber* f) noexcept {
+void CancelNode::leave(TaskRecord* f) noexcept {
   detach();
   f->node.store(parent, std::memory_order_relaxed);
 }
 
-void CancelNode::add_fiber(Fiber* f) noexcept {
+void CancelNode::add_record(TaskRecord* f) noexcept {
   lock.lock();
   f->node_prev = nullptr;
-  f->node_next = first_fiber;
-  if (first_fiber != nullptr) first_fiber->node_prev = f;
-  first_fiber = f;
+  f->node_next = first_record;
+  if (first_record != nullptr) first_record->node_prev = f;
+  first_record = f;
   lock.unlock();
 }
 
-void CancelNode::remove_fiber(Fiber* f) noexcept {
+void CancelNode::remove_record(TaskRecord* f) noexcept {
   lock.lock();
   if (f->node_prev != nullptr) {
     f->node_prev->node_next = f->node_next;
   } else {
-    first_fiber = f->node_next;
+    first_record = f->node_next;
   }
   if (f->node_next != nullptr) f->node_next->node_prev = f->node_prev;
   lock.unlock();
   f->node_prev = f->node_next = nullptr;
-  f->flags &= ~Fiber::kLinked;
+  f->flags &= ~TaskRecord::kLinked;
 }
 
 namespace {
-void cancel_tree(CancelNode* n, FiberBatch& batch) noexcept {
+void cancel_tree(CancelNode* n, TaskBatch& batch) noexcept {
   if (n->cancelled.exchange(true, std::memory_order_seq_cst)) return;
   n->lock.lock();
   if (n->body != nullptr) wake_for_cancel(n->body, batch);
-  for (Fiber* f = n->first_fiber; f != nullptr; f = f->node_next) wake_for_cancel(f, batch);
+  for (TaskRecord* f = n->first_record; f != nullptr; f = f->node_next) wake_for_cancel(f, batch);
   for (CancelNode* c = n->first_child; c != nullptr; c = c->next_sibling) {
     if (!c->shielded) cancel_tree(c, batch);
   }
@@ -170,7 +170,7 @@ void cancel_tree(CancelNode* n, FiberBatch& batch) noexcept {
 
 void CancelNode::cancel(bool self) noexcept {
   if (self) self_cancelled.store(true, std::memory_order_release);
-  FiberBatch batch;
+  TaskBatch batch;
   cancel_tree(this, batch);
   if (!batch.empty()) schedule_batch(sched, batch);
 }

@@ -1,20 +1,20 @@
 // Scope bookkeeping that sits on the cancellation tree: finishing a spawned
-// fiber and leaving a scope. The tree and the wait protocol are in
+// task and leaving a scope. The tree and the wait protocol are in
 // cancel_protocol.cpp.
 //
 // Faults. The first fault is latched (faulted_, an atomic exchange) by
-// whichever fiber_done or body exit gets there first, on any worker; every
+// whichever task_done or body exit gets there first, on any worker; every
 // other fault is reported to on_suppressed_fault exactly once. A later fault
 // of a start() child is not reported when the child finishes: its handle may
 // still deliver it, and then it is the awaiter's (rethrown, it comes back
-// through fault() as an ordinary later fault; handled, it is gone). fiber_done
+// through fault() as an ordinary later fault; handled, it is gone). task_done
 // marks such a child kFaultDeferred before the join exchange publishes
 // kJoinDone; only leave() reads the mark, after the join (live_ acq_rel), for
 // the children whose result was never delivered (still on retained_).
 #include <cstddef>
 #include <type_traits>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/scope/scope.hpp"
 #include "src/runtime/scheduler.hpp"
 
@@ -22,28 +22,28 @@ namespace shoal {
 
 namespace {
 
-// The promise a spawned fiber's record lives in. own_fiber_ is the first
+// The promise a spawned task's record lives in. own_record_ is the first
 // member of the standard-layout PromiseBase, so the two are
 // pointer-interconvertible.
-detail::PromiseBase& promise_of(detail::Fiber& f) noexcept {
+detail::PromiseBase& promise_of(detail::TaskRecord& f) noexcept {
   static_assert(std::is_standard_layout_v<detail::PromiseBase>, "promise_of needs a standard-layout PromiseBase");
-  static_assert(offsetof(detail::PromiseBase, own_fiber_) == 0, "own_fiber_ must be PromiseBase's first member");
+  static_assert(offsetof(detail::PromiseBase, own_record_) == 0, "own_record_ must be PromiseBase's first member");
   return *reinterpret_cast<detail::PromiseBase*>(&f);
 }
 
 }  // namespace
 
-std::coroutine_handle<> Scope::fiber_done(detail::Fiber& f, detail::PromiseBase& p,
+std::coroutine_handle<> Scope::task_done(detail::TaskRecord& f, detail::PromiseBase& p,
                                           std::coroutine_handle<> frame) noexcept {
   if (child_ended(f, p.error_) == End::fault) {
-    if ((f.flags & detail::Fiber::kRetained) == 0) {
+    if ((f.flags & detail::TaskRecord::kRetained) == 0) {
       fault(p.error_);
     } else if (!latch_first_fault(p.error_) && !faults_.is_first(p.error_)) {
-      f.flags |= detail::Fiber::kFaultDeferred;  // the handle may deliver it yet
+      f.flags |= detail::TaskRecord::kFaultDeferred;  // the handle may deliver it yet
     }
   }
-  detail::Fiber* body = body_;
-  if ((f.flags & detail::Fiber::kRetained) != 0) {
+  detail::TaskRecord* body = body_;
+  if ((f.flags & detail::TaskRecord::kRetained) != 0) {
     f.resume = frame;  // the frame to free if the result is never delivered
     node_.lock.lock();
     f.node_prev = nullptr;
@@ -51,10 +51,10 @@ std::coroutine_handle<> Scope::fiber_done(detail::Fiber& f, detail::PromiseBase&
     if (retained_ != nullptr) retained_->node_prev = &f;
     retained_ = &f;
     node_.lock.unlock();
-    std::uintptr_t w = f.join.exchange(detail::Fiber::kJoinDone, std::memory_order_acq_rel);
-    if (w > detail::Fiber::kJoinCancelPending) {
+    std::uintptr_t w = f.join.exchange(detail::TaskRecord::kJoinDone, std::memory_order_acq_rel);
+    if (w > detail::TaskRecord::kJoinCancelPending) {
       auto* jw = reinterpret_cast<detail::JoinWaiter*>(w);
-      detail::Fiber* waiter = jw->waiter;
+      detail::TaskRecord* waiter = jw->waiter;
       detail::disarm_wait(waiter, jw);
       detail::schedule(waiter);
     }
@@ -66,7 +66,7 @@ std::coroutine_handle<> Scope::fiber_done(detail::Fiber& f, detail::PromiseBase&
   return std::noop_coroutine();
 }
 
-void Scope::release_retained(detail::Fiber& f, std::coroutine_handle<> frame) noexcept {
+void Scope::release_retained(detail::TaskRecord& f, std::coroutine_handle<> frame) noexcept {
   node_.lock.lock();
   if (f.node_prev != nullptr) {
     f.node_prev->node_next = f.node_next;
@@ -81,9 +81,9 @@ void Scope::release_retained(detail::Fiber& f, std::coroutine_handle<> frame) no
 void Scope::leave() noexcept {
   leave_node();
   while (retained_ != nullptr) {
-    detail::Fiber* f = retained_;
+    detail::TaskRecord* f = retained_;
     retained_ = f->node_next;
-    if ((f->flags & detail::Fiber::kFaultDeferred) != 0) faults_.report_later(node_.sched, promise_of(*f).error_);
+    if ((f->flags & detail::TaskRecord::kFaultDeferred) != 0) faults_.report_later(node_.sched, promise_of(*f).error_);
     f->resume.destroy();
   }
 }

@@ -16,10 +16,10 @@
 
 namespace shoal {
 
-TaskSet::TaskSet(detail::Fiber* body, std::pmr::memory_resource* resource, std::size_t limit) noexcept
+TaskSet::TaskSet(detail::TaskRecord* body, std::pmr::memory_resource* resource, std::size_t limit) noexcept
     : ChildGroup(body), resource_(resource), serialized_(resource), limit_(limit == 0 ? 1 : limit) {}
 
-void TaskSet::check_spawner(detail::Fiber* f) const {
+void TaskSet::check_spawner(detail::TaskRecord* f) const {
   if (f == nullptr) throw std::logic_error("shoal::TaskSet::spawn: called outside a shoal task");
   if (f != body_) {
     throw std::logic_error(
@@ -42,7 +42,7 @@ void TaskSet::release_slot() noexcept {
   state_.fetch_sub(kOne, std::memory_order_acq_rel);
 }
 
-TaskSet::Outcome TaskSet::admit_or_wait(detail::Fiber* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept {
+TaskSet::Outcome TaskSet::admit_or_wait(detail::TaskRecord* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept {
   if (f != body_) return Outcome::misuse;
   if (f->cancelled()) return Outcome::cancelled;
   if (try_admit()) return Outcome::admitted;
@@ -50,7 +50,7 @@ TaskSet::Outcome TaskSet::admit_or_wait(detail::Fiber* f, detail::WaitHook* hook
   return register_wait(f, hook, h, kAdmitWait);
 }
 
-TaskSet::Outcome TaskSet::idle_or_wait(detail::Fiber* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept {
+TaskSet::Outcome TaskSet::idle_or_wait(detail::TaskRecord* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept {
   if (f != body_) return Outcome::misuse;
   if (f->cancelled()) return Outcome::cancelled;
   if ((state_.load(std::memory_order_acquire) >> kCountShift) == 0) return Outcome::admitted;
@@ -60,7 +60,7 @@ TaskSet::Outcome TaskSet::idle_or_wait(detail::Fiber* f, detail::WaitHook* hook,
 // The body's wait for a free slot (kAdmitWait) or for no live child
 // (kIdleWait). `admitted` means the condition held after all (for
 // kAdmitWait the slot is then taken).
-TaskSet::Outcome TaskSet::register_wait(detail::Fiber* f, detail::WaitHook* hook, std::coroutine_handle<> h,
+TaskSet::Outcome TaskSet::register_wait(detail::TaskRecord* f, detail::WaitHook* hook, std::coroutine_handle<> h,
                                         std::uint64_t bit) noexcept {
   f->resume = h;
   admit_hook_ = hook;
@@ -115,7 +115,7 @@ void TaskSet::close() noexcept {
 }
 
 void TaskSet::launch(detail::PromiseBase& p, std::coroutine_handle<> h, bool local) noexcept {
-  ChildGroup::launch(p.own_fiber_, p.fiber_, h, 0, local);
+  ChildGroup::launch(p.own_record_, p.record_, h, 0, local);
 }
 
 SpawnStatus TaskSet::start_failed(std::exception_ptr e) noexcept {
@@ -142,11 +142,11 @@ void TaskSet::child_fault(std::exception_ptr e) noexcept {
   if (!faults_.latch(e)) faults_.report_later(node_.sched, e);
 }
 
-std::coroutine_handle<> TaskSet::fiber_done(detail::Fiber& f, detail::PromiseBase& p,
+std::coroutine_handle<> TaskSet::task_done(detail::TaskRecord& f, detail::PromiseBase& p,
                                             std::coroutine_handle<> frame) noexcept {
   if (child_ended(f, p.error_) == End::fault) child_fault(p.error_);
   frame.destroy();  // reaped at once: memory does not grow with children ever started
-  detail::Fiber* body = body_;
+  detail::TaskRecord* body = body_;
   std::uint64_t v = state_.load(std::memory_order_relaxed);
   std::uint64_t next;
   bool wake_admit, wake_idle, wake_join;

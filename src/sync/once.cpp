@@ -27,7 +27,7 @@ void OnceCore::finish(State to) noexcept {
   while (Waiter* w = waiters_.pop_front()) sec.wake(w);
 }
 
-bool OnceCore::Awaiter::suspend(Fiber* f, std::coroutine_handle<> h) noexcept {
+bool OnceCore::Awaiter::suspend(TaskRecord* f, std::coroutine_handle<> h) noexcept {
   if (f == nullptr) return false;  // outside a task: the caller loops (only via misuse)
   if (f->cancelled()) {
     cancelled = true;

@@ -102,13 +102,13 @@ void PermitCore::kick() noexcept {
   dispatch_locked(sec);
 }
 
-bool PermitCore::Awaiter::suspend(Fiber* f, std::coroutine_handle<> h) {
+bool PermitCore::Awaiter::suspend(TaskRecord* f, std::coroutine_handle<> h) {
   if (f == nullptr) throw std::logic_error("shoal: " + core_.what_ + " awaited outside a shoal task");
   if (f->cancelled()) {
     cancelled_ = true;
     return false;
   }
-  w_.fiber = f;
+  w_.record = f;
   if (consume_budget(f)) {
     // Out of budget: a schedule point even uncontended, taken before the
     // permits (yielding while holding them would stall the others).
@@ -152,7 +152,7 @@ bool PermitCore::Awaiter::resume() {
     throw Cancelled{};
   }
   const bool granted = w_.state == PermitWaiter::State::granted;
-  if (w_.fiber->cancelled()) {
+  if (w_.record->cancelled()) {
     // Cancelled as it was granted (or woken): hand on before throwing.
     if (granted) {
       core_.release(w_.n);
@@ -210,7 +210,7 @@ namespace shoal::detail {
 
 std::uintptr_t thread_holder_id() noexcept {
   static thread_local char marker;
-  return reinterpret_cast<std::uintptr_t>(&marker) | 1;  // never a Fiber* (aligned)
+  return reinterpret_cast<std::uintptr_t>(&marker) | 1;  // never a TaskRecord* (aligned)
 }
 
 void throw_self_deadlock(const PermitCore& core, const char* call) {

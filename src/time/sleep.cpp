@@ -15,7 +15,7 @@ void SleepAwaiter::await_resume() const {
 
 void SleepAwaiter::on_fire(TimerEntry* e) noexcept {
   SleepAwaiter* self = static_cast<Entry*>(e)->owner;
-  Fiber* f = self->f_;
+  TaskRecord* f = self->f_;
   disarm_wait(f, self);
   schedule(f);  // self may be gone from here on
 }

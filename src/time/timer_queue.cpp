@@ -48,7 +48,7 @@ void TimerQueue::erase_at(std::size_t i) noexcept {
   }
 }
 
-TimerInsert TimerQueue::insert(TimerEntry* e, const Fiber* unless) noexcept {
+TimerInsert TimerQueue::insert(TimerEntry* e, const TaskRecord* unless) noexcept {
   shim::lock_guard<shim::mutex> g(mu_);
   if (unless != nullptr && unless->cancelled()) return TimerInsert::cancelled;
   e->seq = seq_++;
@@ -105,7 +105,7 @@ std::size_t TimerQueue::size() const noexcept {
   return heap_.size();
 }
 
-TimerInsert timer_insert(Scheduler* s, TimerEntry* e, const Fiber* unless) noexcept {
+TimerInsert timer_insert(Scheduler* s, TimerEntry* e, const TaskRecord* unless) noexcept {
   return s->driver().add_timer(e, unless);
 }
 bool timer_remove(Scheduler* s, TimerEntry* e) noexcept { return s->driver().remove_timer(e); }

@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/detail/frame_alloc.hpp"
 #include "shoal/detail/timer.hpp"
 #include "src/runtime/injector.hpp"
@@ -21,7 +21,7 @@ class TimerQueue {
  public:
   static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 
-  TimerInsert insert(TimerEntry* e, const Fiber* unless) noexcept;
+  TimerInsert insert(TimerEntry* e, const TaskRecord* unless) noexcept;
   bool remove(TimerEntry* e) noexcept;
   /// Pops every entry due at `now` (marking them firing) and runs their
   /// callbacks outside the lock. Returns how many fired.

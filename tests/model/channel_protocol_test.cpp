@@ -5,7 +5,7 @@
 // received or still buffered, in order; a cancelled or refused send's value
 // is never received, and a refused one comes back in the exception); a
 // cancelled operation has no effect; no waiter is lost (a task left waiting
-// forever is a deadlock); each fiber is scheduled exactly once per
+// forever is a deadlock); each task is scheduled exactly once per
 // suspension and its hook is clear after every await.
 #include <gtest/gtest.h>
 
@@ -21,13 +21,13 @@ namespace {
 
 struct Side {
   detail::CancelNode node;
-  TestFiber f;
+  TestRecord f;
   Side() {
     f.node.store(&node);
     f.home = &node;
   }
-  void leave() {  // as Scope::fiber_done
-    if ((f.flags & detail::Fiber::kLinked) != 0) node.remove_fiber(&f);
+  void leave() {  // as Scope::task_done
+    if ((f.flags & detail::TaskRecord::kLinked) != 0) node.remove_record(&f);
     check(f.wakes.load() == f.resumed, "scheduled twice, or scheduled without having suspended");
   }
 };
@@ -37,7 +37,7 @@ struct Ledger {
 };
 
 void sender(Channel<int>& ch, Side& s, Ledger& l, int count) {
-  set_current_fiber(&s.f);
+  set_current_record(&s.f);
   for (int v = 1; v <= count; ++v) {
     auto aw = ch.send(v);
     try {
@@ -53,12 +53,12 @@ void sender(Channel<int>& ch, Side& s, Ledger& l, int count) {
     }
     check(s.f.hook.load() == nullptr, "hook still armed after the await returned");
   }
-  set_current_fiber(nullptr);
+  set_current_record(nullptr);
   s.leave();
 }
 
 void receiver(Channel<int>& ch, Side& s, Ledger& l, int count) {
-  set_current_fiber(&s.f);
+  set_current_record(&s.f);
   for (int i = 0; i < count; ++i) {
     auto aw = ch.recv();
     std::optional<int> v;
@@ -72,7 +72,7 @@ void receiver(Channel<int>& ch, Side& s, Ledger& l, int count) {
     if (!v) break;
     l.received.push_back(*v);
   }
-  set_current_fiber(nullptr);
+  set_current_record(nullptr);
   s.leave();
 }
 
@@ -134,7 +134,7 @@ void crowd_race(std::size_t capacity, bool two_senders) {
   for (int i = 0; i < n_send; ++i) {
     senders.push_back(spawn(
         [&, i] {
-          set_current_fiber(&sides_s[i].f);
+          set_current_record(&sides_s[i].f);
           for (int k = 1; k <= 2; ++k) {
             auto aw = ch.send(10 * i + k);
             try {
@@ -147,7 +147,7 @@ void crowd_race(std::size_t capacity, bool two_senders) {
             }
             check(sides_s[i].f.hook.load() == nullptr, "hook still armed after the await returned");
           }
-          set_current_fiber(nullptr);
+          set_current_record(nullptr);
           sides_s[i].leave();
         },
         i == 0 ? "sender0" : "sender1"));

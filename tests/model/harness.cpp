@@ -1,5 +1,5 @@
-// The scheduler entry points of fiber.hpp and injector.hpp, for the model
-// binary (it does not link libshoal): a wake is counted on the TestFiber and
+// The scheduler entry points of task.hpp and injector.hpp, for the model
+// binary (it does not link libshoal): a wake is counted on the TestRecord and
 // its thread, blocked in wait_until_scheduled(), goes on.
 #include "harness.hpp"
 
@@ -8,31 +8,31 @@
 
 namespace shoal {
 namespace {
-thread_local detail::Fiber* tls_fiber = nullptr;
+thread_local detail::TaskRecord* tls_record = nullptr;
 }  // namespace
 
 namespace detail {
 
-void schedule(Fiber* f) noexcept {
-  auto* t = static_cast<model::TestFiber*>(f);
+void schedule(TaskRecord* f) noexcept {
+  auto* t = static_cast<model::TestRecord*>(f);
   t->wakes.fetch_add(1);
   t->wakes.notify_all();
 }
-void schedule_spawn(Fiber* f) noexcept { schedule(f); }
-void schedule_yield(Fiber* f) noexcept { schedule(f); }
-void yield_from(Fiber* f, std::coroutine_handle<> h, const void*) noexcept {
+void schedule_spawn(TaskRecord* f) noexcept { schedule(f); }
+void schedule_yield(TaskRecord* f) noexcept { schedule(f); }
+void yield_from(TaskRecord* f, std::coroutine_handle<> h, const void*) noexcept {
   f->resume = h;
   schedule(f);
 }
-void schedule_batch(Scheduler*, FiberBatch& batch) noexcept {
-  for (Fiber* f = batch.head; f != nullptr;) {
-    Fiber* next = f->next;  // f may run (and be reused) once scheduled
+void schedule_batch(Scheduler*, TaskBatch& batch) noexcept {
+  for (TaskRecord* f = batch.head; f != nullptr;) {
+    TaskRecord* next = f->next;  // f may run (and be reused) once scheduled
     schedule(f);
     f = next;
   }
-  batch = FiberBatch{};
+  batch = TaskBatch{};
 }
-Fiber* current_fiber() noexcept { return tls_fiber; }
+TaskRecord* current_record() noexcept { return tls_record; }
 bool on_worker_thread() noexcept { return false; }
 void throw_cancelled() { throw Cancelled{}; }
 
@@ -40,9 +40,9 @@ void throw_cancelled() { throw Cancelled{}; }
 
 namespace model {
 
-void set_current_fiber(detail::Fiber* f) noexcept { tls_fiber = f; }
+void set_current_record(detail::TaskRecord* f) noexcept { tls_record = f; }
 
-void wait_until_scheduled(TestFiber& f) noexcept {
+void wait_until_scheduled(TestRecord& f) noexcept {
   f.wakes.wait(f.resumed);
   ++f.resumed;
 }

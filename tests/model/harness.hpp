@@ -1,6 +1,6 @@
 // What the model binary provides in place of libshoal: the scheduler entry
-// points the protocol code calls (schedule(), current_fiber(), ...), which
-// here count wakes instead of running fibers, and helpers to drive an
+// points the protocol code calls (schedule(), current_record(), ...), which
+// here count wakes instead of running tasks, and helpers to drive an
 // awaiter by hand on a model thread.
 #pragma once
 
@@ -13,28 +13,28 @@
 #include <random>
 
 #include "model.hpp"
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 
 namespace shoal::model {
 
-/// A fiber whose wakes are counted. Every fiber in the model binary is one:
+/// A task whose wakes are counted. Every task in the model binary is one:
 /// the harness's schedule() casts to it.
-struct TestFiber : detail::Fiber {
+struct TestRecord : detail::TaskRecord {
   detail::shim::atomic<int> wakes{0};
   int resumed = 0;  // wakes its thread has consumed (that thread only)
 };
 
-/// The fiber current_fiber() returns on the calling thread.
-void set_current_fiber(detail::Fiber* f) noexcept;
+/// The task current_record() returns on the calling thread.
+void set_current_record(detail::TaskRecord* f) noexcept;
 
 /// Blocks the calling model thread until `f` is scheduled once more.
-void wait_until_scheduled(TestFiber& f) noexcept;
+void wait_until_scheduled(TestRecord& f) noexcept;
 
-/// One `co_await aw` by fiber `f` (which must be current): await_suspend
-/// gets a noop handle (fiber_of then falls back to current_fiber()); if it
+/// One `co_await aw` by task `f` (which must be current): await_suspend
+/// gets a noop handle (record_of then falls back to current_record()); if it
 /// suspends, the thread waits for the wake, then calls await_resume.
 template <class Awaiter>
-decltype(auto) await(TestFiber& f, Awaiter& aw) {
+decltype(auto) await(TestRecord& f, Awaiter& aw) {
   if (!aw.await_ready() && aw.await_suspend(std::noop_coroutine())) wait_until_scheduled(f);
   return aw.await_resume();
 }

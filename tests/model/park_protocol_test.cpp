@@ -40,7 +40,7 @@ struct ModelDriver {
 
 struct MiniWorker {
   std::size_t index = 0;
-  detail::StealQueue<detail::Fiber*, std::uint8_t, 4> local;
+  detail::StealQueue<detail::TaskRecord*, std::uint8_t, 4> local;
   detail::Parker parker;
   bool searching = false;
 };
@@ -56,7 +56,7 @@ struct MiniRuntime {
   ModelDriver driver;
   Atomic<bool> shutdown{false};
 
-  TestFiber items[kMaxItems];
+  TestRecord items[kMaxItems];
   int child_of[kMaxItems] = {-1, -1, -1, -1};  // running item i spawns child_of[i]
   int ran[kMaxItems] = {};
   Atomic<int> done{0};
@@ -65,10 +65,10 @@ struct MiniRuntime {
     for (std::size_t i = 0; i < kWorkers; ++i) workers[i].index = i;
   }
 
-  void push_local(MiniWorker& w, detail::Fiber* f) noexcept {
+  void push_local(MiniWorker& w, detail::TaskRecord* f) noexcept {
     while (!w.local.push(f)) {
-      detail::FiberBatch overflow;
-      w.local.take_half([&](detail::Fiber* x) { overflow.push(x); });
+      detail::TaskBatch overflow;
+      w.local.take_half([&](detail::TaskRecord* x) { overflow.push(x); });
       injector.push_batch(overflow);
     }
   }
@@ -76,35 +76,35 @@ struct MiniRuntime {
     long idx = idle.pick_sleeper_to_wake();
     if (idx >= 0) workers[static_cast<std::size_t>(idx)].parker.unpark(driver);
   }
-  void inject(detail::Fiber* f) noexcept {
+  void inject(detail::TaskRecord* f) noexcept {
     injector.push(f);
     notify_parked();
   }
-  detail::Fiber* from_injector(MiniWorker& w) noexcept {
+  detail::TaskRecord* from_injector(MiniWorker& w) noexcept {
     if (injector.empty()) return nullptr;
     std::size_t want = std::min<std::size_t>(injector.size() / kWorkers + 1, w.local.capacity() / 2);
-    detail::FiberBatch b = injector.pop(want);
+    detail::TaskBatch b = injector.pop(want);
     if (b.empty()) return nullptr;
-    detail::Fiber* first = b.head;
-    for (detail::Fiber* f = first->next; f != nullptr;) {
-      detail::Fiber* next = f->next;
+    detail::TaskRecord* first = b.head;
+    for (detail::TaskRecord* f = first->next; f != nullptr;) {
+      detail::TaskRecord* next = f->next;
       push_local(w, f);
       f = next;
     }
     return first;
   }
-  detail::Fiber* next_local(MiniWorker& w) noexcept {
-    if (detail::Fiber* f = w.local.pop()) return f;
+  detail::TaskRecord* next_local(MiniWorker& w) noexcept {
+    if (detail::TaskRecord* f = w.local.pop()) return f;
     return from_injector(w);
   }
-  detail::Fiber* search(MiniWorker& w) noexcept {
+  detail::TaskRecord* search(MiniWorker& w) noexcept {
     if (!w.searching) {
       if (!idle.try_begin_search()) return nullptr;
       w.searching = true;
     }
     for (MiniWorker& victim : workers) {
       if (&victim == &w) continue;
-      if (detail::Fiber* f = victim.local.steal_into(w.local)) return f;
+      if (detail::TaskRecord* f = victim.local.steal_into(w.local)) return f;
     }
     return from_injector(w);
   }
@@ -128,7 +128,7 @@ struct MiniRuntime {
   }
   void worker_main(MiniWorker& w) noexcept {
     for (;;) {
-      detail::Fiber* f = next_local(w);
+      detail::TaskRecord* f = next_local(w);
       if (f == nullptr) {
         f = search(w);
         if (f == nullptr) {
@@ -146,8 +146,8 @@ struct MiniRuntime {
   }
   // "Running" an item: count it, and spawn its child on this worker (as
   // Scheduler::schedule_spawn does: local queue, then notify_parked).
-  void run(MiniWorker& w, detail::Fiber* f) noexcept {
-    const auto i = static_cast<int>(static_cast<TestFiber*>(f) - items);
+  void run(MiniWorker& w, detail::TaskRecord* f) noexcept {
+    const auto i = static_cast<int>(static_cast<TestRecord*>(f) - items);
     ++ran[i];
     if (child_of[i] >= 0) {
       push_local(w, &items[child_of[i]]);

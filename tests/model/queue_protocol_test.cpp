@@ -99,7 +99,7 @@ TEST(ModelStealQueue, OwnerPopsStayInOrderExhaustiveBound2) {
 // Two producers (push, push_batch) race a consumer popping batches.
 void injector_scenario() {
   detail::Injector inj;
-  TestFiber f[4];
+  TestRecord f[4];
   int seen[4] = {0, 0, 0, 0};
   int order[4];
   int n = 0;
@@ -111,7 +111,7 @@ void injector_scenario() {
       "push");
   Thread b = spawn(
       [&] {
-        detail::FiberBatch batch;
+        detail::TaskBatch batch;
         batch.push(&f[2]);
         batch.push(&f[3]);
         inj.push_batch(batch);
@@ -119,11 +119,11 @@ void injector_scenario() {
       },
       "push_batch");
   while (n < 4) {
-    detail::FiberBatch got = inj.pop(2);
+    detail::TaskBatch got = inj.pop(2);
     if (got.empty()) spin();  // nothing yet: a producer has to run
     std::size_t count = 0;
-    for (detail::Fiber* x = got.head; x != nullptr; x = x->next) {
-      const auto i = static_cast<int>(static_cast<TestFiber*>(x) - f);
+    for (detail::TaskRecord* x = got.head; x != nullptr; x = x->next) {
+      const auto i = static_cast<int>(static_cast<TestRecord*>(x) - f);
       ++seen[i];
       order[n++] = i;
       ++count;

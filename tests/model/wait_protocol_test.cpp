@@ -1,4 +1,4 @@
-// The fiber's wait hook (the task's wait state) under the model checker:
+// The task's wait hook (the task's wait state) under the model checker:
 // the real Event awaiter and the real publish_hook/disarm_wait/CancelNode
 // (src/scope/cancel_protocol.cpp) racing Event::set() and cancellation.
 // Invariants: a waiter is scheduled exactly once if it suspended and never
@@ -16,10 +16,10 @@ namespace {
 
 enum class End { none, woken, cancelled };
 
-// One fiber awaiting an Event, as a task would; then it leaves its scope's
-// fiber list as Scope::fiber_done does.
-End await_event(TestFiber& f, detail::Event& ev, detail::CancelNode& home) {
-  set_current_fiber(&f);
+// One task awaiting an Event, as a task would; then it leaves its scope's
+// task list as Scope::task_done does.
+End await_event(TestRecord& f, detail::Event& ev, detail::CancelNode& home) {
+  set_current_record(&f);
   End end = End::none;
   {
     detail::Event::Awaiter aw = ev.wait();
@@ -31,19 +31,19 @@ End await_event(TestFiber& f, detail::Event& ev, detail::CancelNode& home) {
     }
     check(f.hook.load() == nullptr, "hook still armed after the await returned");
   }
-  if ((f.flags & detail::Fiber::kLinked) != 0) home.remove_fiber(&f);
-  set_current_fiber(nullptr);
+  if ((f.flags & detail::TaskRecord::kLinked) != 0) home.remove_record(&f);
+  set_current_record(nullptr);
   return end;
 }
 
-void check_wakes(TestFiber& f) {
+void check_wakes(TestRecord& f) {
   check(f.wakes.load() == f.resumed, "scheduled twice, or scheduled without having suspended");
 }
 
 void event_race(bool with_set, bool with_cancel) {
   detail::Event ev;
   detail::CancelNode node;
-  TestFiber f;
+  TestRecord f;
   f.node.store(&node);
   f.home = &node;
   End end = End::none;
@@ -65,7 +65,7 @@ void event_race(bool with_set, bool with_cancel) {
   check(end != End::woken || with_set, "woken without a set");
   check(end != End::cancelled || with_cancel, "cancelled without a cancel");
   check(end != End::none, "the await neither returned nor threw");
-  check(node.first_fiber == nullptr, "the fiber is still in its scope's list");
+  check(node.first_record == nullptr, "the fiber is still in its scope's list");
 }
 
 TEST(ModelWaitHook, EventSetRacesCancelExhaustiveBound2) {
@@ -91,7 +91,7 @@ TEST(ModelWaitHook, TwoCancellersExhaustiveBound2) {
     detail::Event ev;
     detail::CancelNode parent, child;
     child.attach(&parent, nullptr, nullptr);
-    TestFiber f;
+    TestRecord f;
     f.node.store(&child);
     f.home = &child;
     End end = End::none;
@@ -112,7 +112,7 @@ TEST(ModelWaitHook, TwoCancellersExhaustiveBound2) {
 void two_waiters() {
   detail::Event ev;
   detail::CancelNode a, b;
-  TestFiber fa, fb;
+  TestRecord fa, fb;
   fa.node.store(&a);
   fa.home = &a;
   fb.node.store(&b);
@@ -140,7 +140,7 @@ TEST(ModelWaitHook, TwoWaitersOneCancelledRandomSchedules) { expect_passes(rando
 void attach_races_parent_cancel() {
   detail::Event ev;
   detail::CancelNode parent, child;
-  TestFiber f;
+  TestRecord f;
   End end = End::none;
   Thread waiter = spawn(
       [&] {

@@ -38,7 +38,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/detail/ring.hpp"
 #include "shoal/detail/spin_lock.hpp"
 #include "shoal/detail/thread_wake.hpp"
@@ -113,8 +113,8 @@ class Channel {
     bool await_ready() const noexcept { return false; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
-      detail::Fiber* f = detail::fiber_of(h);
-      this->fiber = f;
+      detail::TaskRecord* f = detail::record_of(h);
+      this->record = f;
       if (f == nullptr) throw std::logic_error("shoal::Channel::send awaited outside a shoal task");
       if (f->cancelled()) {
         this->cancelled = true;
@@ -145,7 +145,7 @@ class Channel {
 
    private:
     friend class Channel;
-    bool finish_fast(bool sent, std::coroutine_handle<> h, detail::Fiber* f) {
+    bool finish_fast(bool sent, std::coroutine_handle<> h, detail::TaskRecord* f) {
       if (!sent) {
         closed_ = true;
         return false;
@@ -165,8 +165,8 @@ class Channel {
     bool await_ready() const noexcept { return false; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
-      detail::Fiber* f = detail::fiber_of(h);
-      this->fiber = f;
+      detail::TaskRecord* f = detail::record_of(h);
+      this->record = f;
       if (f == nullptr) throw std::logic_error("shoal::Channel::recv awaited outside a shoal task");
       if (f->cancelled()) {
         this->cancelled = true;
@@ -335,7 +335,7 @@ class Channel {
   // mode), retry, and either link (kSuspended) or report the retry's result;
   // kWouldBlock then means "cancelled". Throws what T's move throws (lock
   // mode), with nothing queued and the hook disarmed.
-  int wait_task(bool send, Waiter* w, T* v, std::optional<T>* out, detail::Fiber* f, std::coroutine_handle<> h) {
+  int wait_task(bool send, Waiter* w, T* v, std::optional<T>* out, detail::TaskRecord* f, std::coroutine_handle<> h) {
     int r = kWouldBlock;
     const detail::WaitStep step = detail::wait_step(*w, f, h, lock_, send ? senders_ : receivers_,
                                                     [&](Section& sec) { return (r = retry_locked(send, v, out, sec)) != kWouldBlock; });
@@ -438,11 +438,11 @@ class Channel {
   }
 
   static T& sender_value(Waiter* w) noexcept {
-    if (w->fiber != nullptr) return static_cast<SendAwaiter*>(w)->value_;
+    if (w->record != nullptr) return static_cast<SendAwaiter*>(w)->value_;
     return static_cast<ThreadSend*>(w)->value;
   }
   static std::optional<T>& receiver_slot(Waiter* w) noexcept {
-    if (w->fiber != nullptr) return static_cast<RecvAwaiter*>(w)->slot_;
+    if (w->record != nullptr) return static_cast<RecvAwaiter*>(w)->slot_;
     return *static_cast<ThreadRecv*>(w)->slot;
   }
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <exception>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/detail/sync_shim.hpp"
 
 namespace shoal::detail {
@@ -54,22 +54,22 @@ class FaultLatch {
 };
 
 /// Fills a child's spawned-task record (it lives in the child's promise,
-/// which points at it through `promise_fiber`) so that it runs `h` in `node`
+/// which points at it through `promise_record`) so that it runs `h` in `node`
 /// and reports to `owner`. The caller schedules it.
-inline void adopt_child(Fiber& cf, Fiber*& promise_fiber, std::coroutine_handle<> h, CancelNode& node,
-                        FiberOwner* owner, std::uint32_t flags) noexcept {
+inline void adopt_child(TaskRecord& cf, TaskRecord*& promise_record, std::coroutine_handle<> h, CancelNode& node,
+                        TaskOwner* owner, std::uint32_t flags) noexcept {
   cf.sched = node.sched;
   cf.owner = owner;
   cf.node.store(&node, std::memory_order_relaxed);
   cf.home = &node;
   cf.resume = h;
   cf.flags = flags;
-  promise_fiber = &cf;
+  promise_record = &cf;
 }
 
-/// A group of children under one cancel node, entered by the body's fiber for
+/// A group of children under one cancel node, entered by the body's task for
 /// the group's extent.
-class ChildGroup : public FiberOwner {
+class ChildGroup : public TaskOwner {
  public:
   ChildGroup(const ChildGroup&) = delete;
   ChildGroup& operator=(const ChildGroup&) = delete;
@@ -82,31 +82,31 @@ class ChildGroup : public FiberOwner {
   std::size_t suppressed_faults() const noexcept { return faults_.suppressed(); }
 
  protected:
-  explicit ChildGroup(Fiber* body) noexcept : body_(body) { node_.enter(body); }
+  explicit ChildGroup(TaskRecord* body) noexcept : body_(body) { node_.enter(body); }
   ~ChildGroup() = default;
 
   /// Starts the child whose frame is `h` (its record `cf` in its promise)
   /// on any worker, or pinned to this one (`local`). Not linked into the
   /// node yet: a child that never waits never takes the node's lock.
-  void launch(Fiber& cf, Fiber*& promise_fiber, std::coroutine_handle<> h, std::uint32_t flags, bool local) noexcept {
-    adopt_child(cf, promise_fiber, h, node_, this, flags);
+  void launch(TaskRecord& cf, TaskRecord*& promise_record, std::coroutine_handle<> h, std::uint32_t flags, bool local) noexcept {
+    adopt_child(cf, promise_record, h, node_, this, flags);
     if (local) pin_to_current_worker(&cf);
     schedule_spawn(&cf);
   }
 
-  /// How a child ended, at its fiber_done: `fault` leaves its error to the
+  /// How a child ended, at its task_done: `fault` leaves its error to the
   /// policy; a child that a cancellation cut off marks the group, so an
   /// outside cancellation surfaces at the join even if the body finished.
   enum class End : std::uint8_t { value, cancelled, fault };
-  End child_ended(Fiber& f, const std::exception_ptr& error) noexcept {
-    if ((f.flags & Fiber::kLinked) != 0) node_.remove_fiber(&f);
+  End child_ended(TaskRecord& f, const std::exception_ptr& error) noexcept {
+    if ((f.flags & TaskRecord::kLinked) != 0) node_.remove_record(&f);
     if (!error) return End::value;
     if (!is_cancelled_exception(error)) return End::fault;
     cut_off_.store(true, std::memory_order_relaxed);
     return End::cancelled;
   }
 
-  /// After the join: the body's fiber leaves the group's node.
+  /// After the join: the body's task leaves the group's node.
   void leave_node() noexcept { node_.leave(body_); }
   /// An outside cancellation cut a child off and this group did not ask for it.
   bool cut_off_from_outside() const noexcept {
@@ -114,7 +114,7 @@ class ChildGroup : public FiberOwner {
   }
 
   CancelNode node_;
-  Fiber* body_;
+  TaskRecord* body_;
   FaultLatch faults_;
   shim::atomic<bool> cut_off_{false};  // a child ended with Cancelled; the join's acquire publishes it
 };

@@ -4,7 +4,7 @@
 
 #include <coroutine>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/detail/wait_queue.hpp"
 
 namespace shoal::detail {
@@ -17,7 +17,7 @@ class Event {
     bool await_ready() const noexcept { return false; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) noexcept {
-      Fiber* f = fiber_of(h);
+      TaskRecord* f = record_of(h);
       if (f->cancelled()) {
         cancelled = true;
         return false;

@@ -37,7 +37,7 @@ struct TimerEntry {
   void (*fire)(TimerEntry*) noexcept = nullptr;
 };
 
-struct Fiber;
+struct TaskRecord;
 
 enum class TimerInsert { queued, cancelled, no_memory };
 
@@ -45,7 +45,7 @@ enum class TimerInsert { queued, cancelled, no_memory };
 /// already cancelled (checked under the queue's lock, which a canceller's
 /// timer_remove also takes, so a cancel is never missed), or the heap could
 /// not grow. Wakes the driver if it sleeps past the deadline.
-TimerInsert timer_insert(Scheduler* s, TimerEntry* e, const Fiber* unless_cancelled = nullptr) noexcept;
+TimerInsert timer_insert(Scheduler* s, TimerEntry* e, const TaskRecord* unless_cancelled = nullptr) noexcept;
 /// Takes `e` out if it has not started firing. True if removed.
 bool timer_remove(Scheduler* s, TimerEntry* e) noexcept;
 /// Removes `e`, or waits until an in-progress firing of it has finished, so

@@ -1,4 +1,4 @@
-// The one implementation of the cancellable-wait protocol (detail/fiber.hpp)
+// The one implementation of the cancellable-wait protocol (detail/task.hpp)
 // for lock-based primitives: Event, Once, the permit queue, channel wait
 // lists and I/O sources keep their waiters in WaitLists under a SpinLock of
 // their own, and every wait and wake goes through the steps below.
@@ -13,13 +13,13 @@
 //    (WaitSection): never disarm under a lock that cancel_wait takes;
 //  - exactly one of waker and canceller unlinks a waiter, so exactly one
 //    of them owns its wake.
-// A plain thread waits the same way with a ThreadWake instead of a fiber.
+// A plain thread waits the same way with a ThreadWake instead of a task.
 #pragma once
 
 #include <coroutine>
 #include <cstdint>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/detail/intrusive_list.hpp"
 #include "shoal/detail/spin_lock.hpp"
 #include "shoal/detail/thread_wake.hpp"
@@ -42,7 +42,7 @@ class Waiter : public WaitHook, public ListHook<> {
   Waiter(const Waiter&) = delete;
   Waiter& operator=(const Waiter&) = delete;
 
-  Fiber* fiber = nullptr;        // a task, or
+  TaskRecord* record = nullptr;        // a task, or
   ThreadWake* thread = nullptr;  // a plain thread
   Waiter* wake_next = nullptr;   // a WaitSection's wake list
   bool cancelled = false;        // a canceller took it out of its list
@@ -94,7 +94,7 @@ class WaitSection {
     lock_.unlock();
     for (Waiter* w = woken_; w != nullptr;) {
       Waiter* next = w->wake_next;  // w may be gone once woken
-      if (Fiber* f = w->fiber) {
+      if (TaskRecord* f = w->record) {
         disarm_wait(f, w);
         schedule(f);
       } else {
@@ -133,9 +133,9 @@ struct LinkAtBack {
 /// canceller owns it. On the others the hook is disarmed again.
 /// `try_now` may throw (a user's move): the hook is disarmed and nothing queued.
 template <class TryNow, class BeforeLink = LinkAtBack>
-WaitStep wait_step(Waiter& w, Fiber* f, std::coroutine_handle<> h, SpinLock& lock, WaitList& list, TryNow&& try_now,
+WaitStep wait_step(Waiter& w, TaskRecord* f, std::coroutine_handle<> h, SpinLock& lock, WaitList& list, TryNow&& try_now,
                    BeforeLink&& before_link = {}) {
-  w.fiber = f;
+  w.record = f;
   f->resume = h;
   publish_hook(f, &w);
   WaitStep step = WaitStep::suspended;

@@ -61,9 +61,9 @@ std::size_t parse_thread_count(const char* value);
 
 namespace detail {
 
-class RootOwner final : public FiberOwner {
+class RootOwner final : public TaskOwner {
  public:
-  std::coroutine_handle<> fiber_done(Fiber& f, PromiseBase& p,
+  std::coroutine_handle<> task_done(TaskRecord& f, PromiseBase& p,
                                      std::coroutine_handle<> frame) noexcept override;
   void wait() noexcept;
   CancelNode node;

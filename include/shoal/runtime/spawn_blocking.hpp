@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/detail/sync_shim.hpp"
 #include "shoal/detail/wait_queue.hpp"
 #include "shoal/runtime/errors.hpp"
@@ -26,7 +26,7 @@ namespace detail {
 /// Lives in the awaiting coroutine's frame.
 class BlockingJob : public Waiter {
  public:
-  Fiber* waiter = nullptr;
+  TaskRecord* waiter = nullptr;
 
   /// Runs on a pool thread.
   virtual void run() noexcept = 0;
@@ -61,7 +61,7 @@ class BlockingAwaiter final : public BlockingJob {
   bool await_ready() const noexcept { return false; }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {
-    Fiber* f = fiber_of(h);
+    TaskRecord* f = record_of(h);
     waiter = f;
     if (f == nullptr || f->cancelled()) return false;
     bind_pool(f->sched);

@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/detail/frame_alloc.hpp"
 
 namespace shoal {
@@ -34,9 +34,9 @@ using Stored = std::conditional_t<std::is_void_v<T>, bool, T>;
 
 struct PromiseBase {
   // The spawned-child record. Only used when this frame is the root of a
-  // fiber (spawned or run); kept here so a spawn costs one allocation.
-  Fiber own_fiber_;
-  Fiber* fiber_ = nullptr;
+  // task (spawned or run); kept here so a spawn costs one allocation.
+  TaskRecord own_record_;
+  TaskRecord* record_ = nullptr;
   std::coroutine_handle<> continuation_;
   std::exception_ptr error_;
 
@@ -51,8 +51,8 @@ struct PromiseBase {
     std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
       PromiseBase& p = h.promise();
       if (p.continuation_) return p.continuation_;
-      Fiber& f = *p.fiber_;
-      return f.owner->fiber_done(f, p, h);
+      TaskRecord& f = *p.record_;
+      return f.owner->task_done(f, p, h);
     }
     void await_resume() noexcept {}
   };
@@ -150,7 +150,7 @@ class [[nodiscard]] Task {
     template <class P>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<P> caller) noexcept {
       h.promise().continuation_ = caller;
-      h.promise().fiber_ = detail::fiber_of(caller);
+      h.promise().record_ = detail::record_of(caller);
       return h;
     }
     T await_resume() { return h.promise().take(); }
@@ -197,7 +197,7 @@ inline Task<void> Promise<void>::get_return_object() noexcept {
   return Task<void>(std::coroutine_handle<Promise<void>>::from_promise(*this));
 }
 
-/// Awaits a task on the same fiber; a fault is moved into the awaiting
+/// Awaits a task on the same task; a fault is moved into the awaiting
 /// promise instead of being rethrown, so a wrapper that only forwards costs
 /// no extra throw (cancelling 10k children must not throw 20k times).
 template <class T>
@@ -209,7 +209,7 @@ struct Forward {
   std::coroutine_handle<> await_suspend(std::coroutine_handle<P> caller) noexcept {
     outer = &caller.promise();
     h.promise().continuation_ = caller;
-    h.promise().fiber_ = fiber_of(caller);
+    h.promise().record_ = record_of(caller);
     return h;
   }
   /// False when the task faulted (the fault now belongs to the awaiter).

@@ -3,7 +3,7 @@
 
 #include <coroutine>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/runtime/errors.hpp"
 
 namespace shoal {
@@ -11,21 +11,21 @@ namespace shoal {
 namespace detail {
 struct CheckpointAwaiter {
   bool cancelled_ = false;
-  Fiber* fiber_ = nullptr;
+  TaskRecord* record_ = nullptr;
   bool await_ready() const noexcept { return false; }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {
-    fiber_ = fiber_of(h);
-    if (fiber_ == nullptr) return false;
-    if (fiber_->cancelled()) {
+    record_ = record_of(h);
+    if (record_ == nullptr) return false;
+    if (record_->cancelled()) {
       cancelled_ = true;
       return false;
     }
-    yield_from(fiber_, h, this);
+    yield_from(record_, h, this);
     return true;
   }
   void await_resume() const {
-    if (cancelled_ || (fiber_ != nullptr && fiber_->cancelled())) throw Cancelled{};
+    if (cancelled_ || (record_ != nullptr && record_->cancelled())) throw Cancelled{};
   }
 };
 }  // namespace detail

@@ -77,7 +77,7 @@ Task<void> race_child(RaceState<V>& st, Scope& s, Task<T> task) {
     st.error = error;
     s.cancel();
   } else {
-    Fiber* f = co_await CurrentFiber{};
+    TaskRecord* f = co_await CurrentRecord{};
     report_suppressed_fault(f->sched, error);
   }
 }

@@ -17,7 +17,7 @@
 
 #include "shoal/detail/child_group.hpp"
 #include "shoal/detail/event.hpp"
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/runtime/errors.hpp"
 #include "shoal/runtime/task.hpp"
 #include "shoal/scope/cancel.hpp"
@@ -32,16 +32,16 @@ class Ready;
 
 namespace detail {
 
-/// Yields the fiber of the awaiting coroutine without suspending.
-struct CurrentFiber {
-  Fiber* fiber = nullptr;
+/// Yields the task of the awaiting coroutine without suspending.
+struct CurrentRecord {
+  TaskRecord* record = nullptr;
   bool await_ready() const noexcept { return false; }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {
-    fiber = fiber_of(h);
+    record = record_of(h);
     return false;
   }
-  Fiber* await_resume() const noexcept { return fiber; }
+  TaskRecord* await_resume() const noexcept { return record; }
 };
 
 /// Owns a callable (and its decay-copied arguments) for the lifetime of the
@@ -82,8 +82,8 @@ void print_fault(const char* prefix, const std::exception_ptr& e) noexcept;
 /// A task waiting on a Scope::start child. The child's `join` word holds a
 /// pointer to it while it waits; whoever swaps that word out owns the wake.
 struct JoinWaiter : WaitHook {
-  Fiber* waiter = nullptr;
-  Fiber* child = nullptr;
+  TaskRecord* waiter = nullptr;
+  TaskRecord* child = nullptr;
   // If the waiter published its hook but has not registered yet, leave a
   // pending mark: its registration CAS then fails and it cancels itself.
   bool cancel_wait() noexcept override {
@@ -91,9 +91,9 @@ struct JoinWaiter : WaitHook {
     std::uintptr_t v = child->join.load(std::memory_order_acquire);
     for (;;) {
       if (v == self) {
-        if (child->join.compare_exchange_weak(v, Fiber::kJoinRunning, std::memory_order_acq_rel)) return true;
-      } else if (v == Fiber::kJoinRunning) {
-        if (child->join.compare_exchange_weak(v, Fiber::kJoinCancelPending, std::memory_order_acq_rel)) return false;
+        if (child->join.compare_exchange_weak(v, TaskRecord::kJoinRunning, std::memory_order_acq_rel)) return true;
+      } else if (v == TaskRecord::kJoinRunning) {
+        if (child->join.compare_exchange_weak(v, TaskRecord::kJoinCancelPending, std::memory_order_acq_rel)) return false;
       } else {
         return false;
       }
@@ -212,11 +212,11 @@ class Scope final : private detail::ChildGroup {
   template <class T>
   friend class JoinHandle;
 
-  explicit Scope(detail::Fiber* body) noexcept : ChildGroup(body) {}
+  explicit Scope(detail::TaskRecord* body) noexcept : ChildGroup(body) {}
 
   void launch(detail::PromiseBase& p, std::coroutine_handle<> h, std::uint32_t flags) noexcept {
     live_.fetch_add(2, std::memory_order_relaxed);
-    ChildGroup::launch(p.own_fiber_, p.fiber_, h, flags, false);
+    ChildGroup::launch(p.own_record_, p.record_, h, flags, false);
   }
 
   /// Latches `e` as the first fault and cancels the scope, unless another
@@ -233,7 +233,7 @@ class Scope final : private detail::ChildGroup {
     if (!latch_first_fault(e) && !faults_.is_first(e)) faults_.report_later(node_.sched, e);
   }
 
-  std::coroutine_handle<> fiber_done(detail::Fiber& f, detail::PromiseBase& p,
+  std::coroutine_handle<> task_done(detail::TaskRecord& f, detail::PromiseBase& p,
                                      std::coroutine_handle<> frame) noexcept override;
 
   struct JoinAwaiter {
@@ -255,10 +255,10 @@ class Scope final : private detail::ChildGroup {
   /// frees undelivered results.
   void leave() noexcept;
   /// A delivered start() result: unlink and free its frame.
-  void release_retained(detail::Fiber& f, std::coroutine_handle<> frame) noexcept;
+  void release_retained(detail::TaskRecord& f, std::coroutine_handle<> frame) noexcept;
 
   detail::shim::atomic<std::uint64_t> live_{0};  // 2 * live children, | 1 while the body waits
-  detail::Fiber* retained_ = nullptr;  // finished start() children; guarded by node_.lock
+  detail::TaskRecord* retained_ = nullptr;  // finished start() children; guarded by node_.lock
 };
 
 /// Runs `body(scope)` on the awaiting task and returns its value once the
@@ -280,7 +280,7 @@ class Scope final : private detail::ChildGroup {
 template <class F>
 auto scope(F body) -> Task<typename std::invoke_result_t<F&, Scope&>::value_type> {
   using R = typename std::invoke_result_t<F&, Scope&>::value_type;
-  detail::Fiber* f = co_await detail::CurrentFiber{};
+  detail::TaskRecord* f = co_await detail::CurrentRecord{};
   if (f == nullptr) throw std::logic_error("shoal::scope: awaited outside a shoal task");
   if (f->cancelled()) throw Cancelled{};
   Scope s(f);
@@ -342,7 +342,7 @@ class JoinHandle {
 
   /// True once the child finished (value or fault).
   bool done() const noexcept {
-    return h_ && h_.promise().own_fiber_.join.load(std::memory_order_acquire) == detail::Fiber::kJoinDone;
+    return h_ && h_.promise().own_record_.join.load(std::memory_order_acquire) == detail::TaskRecord::kJoinDone;
   }
 
   class Awaiter final : private detail::JoinWaiter {
@@ -351,35 +351,35 @@ class JoinHandle {
     bool await_ready() const noexcept { return false; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> caller) noexcept {
-      waiter = detail::fiber_of(caller);
+      waiter = detail::record_of(caller);
       if (!jh_->h_) return false;  // await_resume reports the misuse
       if (waiter != nullptr && waiter->cancelled()) {
         cancelled_ = true;
         return false;
       }
-      child = &jh_->h_.promise().own_fiber_;
-      if (child->join.load(std::memory_order_acquire) == detail::Fiber::kJoinDone || waiter == nullptr) {
+      child = &jh_->h_.promise().own_record_;
+      if (child->join.load(std::memory_order_acquire) == detail::TaskRecord::kJoinDone || waiter == nullptr) {
         if (waiter == nullptr || !detail::consume_budget(waiter)) return false;
         detail::yield_from(waiter, caller, this);  // out of budget: yield once, then take
         return true;
       }
       waiter->resume = caller;
       if (!detail::arm_wait(waiter, static_cast<detail::JoinWaiter*>(this))) {
-        std::uintptr_t pending = detail::Fiber::kJoinCancelPending;  // a canceller may have marked us
-        child->join.compare_exchange_strong(pending, detail::Fiber::kJoinRunning, std::memory_order_acq_rel);
+        std::uintptr_t pending = detail::TaskRecord::kJoinCancelPending;  // a canceller may have marked us
+        child->join.compare_exchange_strong(pending, detail::TaskRecord::kJoinRunning, std::memory_order_acq_rel);
         cancelled_ = true;
         return false;
       }
-      std::uintptr_t expected = detail::Fiber::kJoinRunning;
+      std::uintptr_t expected = detail::TaskRecord::kJoinRunning;
       if (child->join.compare_exchange_strong(
               expected, reinterpret_cast<std::uintptr_t>(static_cast<detail::JoinWaiter*>(this)),
               std::memory_order_acq_rel)) {
         return true;  // nothing may touch *this from here on
       }
       detail::disarm_wait(waiter, static_cast<detail::JoinWaiter*>(this));
-      if (expected == detail::Fiber::kJoinCancelPending) {
+      if (expected == detail::TaskRecord::kJoinCancelPending) {
         // A canceller ran between our hook and our registration.
-        child->join.compare_exchange_strong(expected, detail::Fiber::kJoinRunning, std::memory_order_acq_rel);
+        child->join.compare_exchange_strong(expected, detail::TaskRecord::kJoinRunning, std::memory_order_acq_rel);
         cancelled_ = true;
       }
       return false;  // finished meanwhile, or cancelled
@@ -387,8 +387,8 @@ class JoinHandle {
     T await_resume() {
       if (!jh_->h_) throw std::logic_error("shoal::JoinHandle: awaited twice or after being moved from");
       if (cancelled_) throw Cancelled{};
-      if (child == nullptr) child = &jh_->h_.promise().own_fiber_;
-      if (child->join.load(std::memory_order_acquire) != detail::Fiber::kJoinDone) throw Cancelled{};
+      if (child == nullptr) child = &jh_->h_.promise().own_record_;
+      if (child->join.load(std::memory_order_acquire) != detail::TaskRecord::kJoinDone) throw Cancelled{};
       // A child cut off by cancellation has no value. Its Cancelled goes on
       // only into an awaiter that is cancelled too; to any other (e.g. one
       // inside shielded) a missing value is a fault, as in Tokio's
@@ -432,7 +432,7 @@ class JoinHandle {
     struct Release {
       Scope* s;
       Handle h;
-      ~Release() { s->release_retained(h.promise().own_fiber_, h); }
+      ~Release() { s->release_retained(h.promise().own_record_, h); }
     } release{scope_, h};
     return h.promise().take();
   }
@@ -440,7 +440,7 @@ class JoinHandle {
   /// Frees the finished child's frame without delivering its result.
   void discard() noexcept {
     Handle h = std::exchange(h_, {});
-    scope_->release_retained(h.promise().own_fiber_, h);
+    scope_->release_retained(h.promise().own_record_, h);
   }
 
   Scope* scope_;
@@ -451,7 +451,7 @@ template <class T>
 JoinHandle<T> Scope::start(Task<T> task) {
   auto h = task.release();
   if (!h) throw std::invalid_argument("shoal::Scope::start: the Task is empty (moved-from?)");
-  launch(h.promise(), h, detail::Fiber::kRetained);
+  launch(h.promise(), h, detail::TaskRecord::kRetained);
   return JoinHandle<T>(this, h);
 }
 
@@ -534,7 +534,7 @@ Task<void> ready_child(std::shared_ptr<ReadyState<T>> st, F fn, Args... args) {
 
 template <class T, class F, class... Args>
 Task<T> Scope::start_ready(F fn, Args... args) {
-  detail::Fiber* f = co_await detail::CurrentFiber{};
+  detail::TaskRecord* f = co_await detail::CurrentRecord{};
   if (f != nullptr && f->cancelled()) throw Cancelled{};  // a cancel point before any side effect
   auto st = std::make_shared<detail::ReadyState<T>>();
   spawn(detail::ready_child<T>(st, std::move(fn), std::move(args)...));

@@ -18,7 +18,7 @@
 
 #include "shoal/detail/view_traits.hpp"
 #include "shoal/detail/child_group.hpp"
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/detail/frame_alloc.hpp"
 #include "shoal/detail/spin_lock.hpp"
 #include "shoal/runtime/errors.hpp"
@@ -207,7 +207,7 @@ class TaskSet final : private detail::ChildGroup {
   template <class F, class... Args>
   [[nodiscard]] bool try_spawn(F&& fn, Args&&... args) {
     static_assert(detail::check_spawn_args<std::decay_t<F>, Args...>());
-    detail::Fiber* f = detail::current_fiber();
+    detail::TaskRecord* f = detail::current_record();
     check_spawner(f);
     if (f->cancelled() || !try_admit()) return false;
     return start_child(false, std::decay_t<F>(std::forward<F>(fn)), std::decay_t<Args>(std::forward<Args>(args))...) ==
@@ -247,21 +247,21 @@ class TaskSet final : private detail::ChildGroup {
   template <class F>
   friend Task<void> detail::run_task_set(std::pmr::memory_resource* resource, std::size_t limit, F body);
 
-  TaskSet(detail::Fiber* body, std::pmr::memory_resource* resource, std::size_t limit) noexcept;
+  TaskSet(detail::TaskRecord* body, std::pmr::memory_resource* resource, std::size_t limit) noexcept;
 
-  std::coroutine_handle<> fiber_done(detail::Fiber& f, detail::PromiseBase& p,
+  std::coroutine_handle<> task_done(detail::TaskRecord& f, detail::PromiseBase& p,
                                      std::coroutine_handle<> frame) noexcept override;
 
-  void check_spawner(detail::Fiber* f) const;
+  void check_spawner(detail::TaskRecord* f) const;
   /// Takes a slot if one is free (the body is the only taker).
   bool try_admit() noexcept;
   /// Gives back a slot taken by try_admit that no child used.
   void release_slot() noexcept;
-  Outcome admit_or_wait(detail::Fiber* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept;
+  Outcome admit_or_wait(detail::TaskRecord* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept;
   /// The cancel_wait of a spawn waiting for a slot (or of wait_idle: `bit`).
   bool cancel_admission_wait(std::uint64_t bit = kAdmitWait) noexcept;
-  Outcome idle_or_wait(detail::Fiber* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept;
-  Outcome register_wait(detail::Fiber* f, detail::WaitHook* hook, std::coroutine_handle<> h, std::uint64_t bit) noexcept;
+  Outcome idle_or_wait(detail::TaskRecord* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept;
+  Outcome register_wait(detail::TaskRecord* f, detail::WaitHook* hook, std::coroutine_handle<> h, std::uint64_t bit) noexcept;
   /// After the body resumed from an admission wait: clears what a canceller left.
   void clear_cancel_pending() noexcept { state_.fetch_and(~kCancelPending, std::memory_order_acq_rel); }
   void launch(detail::PromiseBase& p, std::coroutine_handle<> h, bool local) noexcept;
@@ -326,13 +326,13 @@ class TaskSet::SpawnAwaiter final : private detail::WaitHook {
   bool await_ready() const noexcept { return false; }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {
-    fiber_ = detail::fiber_of(h);
+    record_ = detail::record_of(h);
     outcome_ = Outcome::waiting;  // before registering: the waker may resume us at once
-    const Outcome o = set_->admit_or_wait(fiber_, static_cast<detail::WaitHook*>(this), h);
+    const Outcome o = set_->admit_or_wait(record_, static_cast<detail::WaitHook*>(this), h);
     if (o == Outcome::waiting) return true;  // nothing may touch *this from here on
     outcome_ = o;
-    if (outcome_ == Outcome::admitted && detail::consume_budget(fiber_)) {
-      detail::yield_from(fiber_, h, this);  // out of budget: yield once, holding the slot
+    if (outcome_ == Outcome::admitted && detail::consume_budget(record_)) {
+      detail::yield_from(record_, h, this);  // out of budget: yield once, holding the slot
       return true;
     }
     return false;
@@ -342,7 +342,7 @@ class TaskSet::SpawnAwaiter final : private detail::WaitHook {
       set_->clear_cancel_pending();
       // Woken by a free slot, close() or a cancel: look again. Only the body
       // takes slots, so a slot freed for us is still free.
-      if (fiber_->cancelled()) {
+      if (record_->cancelled()) {
         outcome_ = Outcome::cancelled;
       } else if (set_->closed()) {
         outcome_ = Outcome::closed;
@@ -352,7 +352,7 @@ class TaskSet::SpawnAwaiter final : private detail::WaitHook {
     }
     switch (outcome_) {
       case Outcome::misuse:
-        set_->check_spawner(fiber_);
+        set_->check_spawner(record_);
         throw std::logic_error("shoal::TaskSet::spawn: awaited outside the set's body");
       case Outcome::cancelled:
         throw Cancelled{};
@@ -361,7 +361,7 @@ class TaskSet::SpawnAwaiter final : private detail::WaitHook {
       default:
         break;
     }
-    if (fiber_->cancelled()) {  // cancelled while it yielded with a slot
+    if (record_->cancelled()) {  // cancelled while it yielded with a slot
       set_->release_slot();
       throw Cancelled{};
     }
@@ -374,7 +374,7 @@ class TaskSet::SpawnAwaiter final : private detail::WaitHook {
   TaskSet* set_;
   bool local_;
   Outcome outcome_ = Outcome::misuse;
-  detail::Fiber* fiber_ = nullptr;
+  detail::TaskRecord* record_ = nullptr;
   std::tuple<F, Args...> parts_;
 };
 
@@ -384,9 +384,9 @@ class TaskSet::IdleAwaiter final : private detail::WaitHook {
   bool await_ready() const noexcept { return false; }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {
-    fiber_ = detail::fiber_of(h);
+    record_ = detail::record_of(h);
     outcome_ = Outcome::waiting;  // before registering: the waker may resume us at once
-    const Outcome o = set_->idle_or_wait(fiber_, static_cast<detail::WaitHook*>(this), h);
+    const Outcome o = set_->idle_or_wait(record_, static_cast<detail::WaitHook*>(this), h);
     if (o == Outcome::waiting) return true;
     outcome_ = o;
     return false;
@@ -399,7 +399,7 @@ class TaskSet::IdleAwaiter final : private detail::WaitHook {
       outcome_ = set_->live() == 0 ? Outcome::admitted : Outcome::cancelled;
     }
     if (outcome_ == Outcome::misuse) {
-      set_->check_spawner(fiber_);
+      set_->check_spawner(record_);
       throw std::logic_error("shoal::TaskSet::wait_idle: awaited outside the set's body");
     }
     if (outcome_ == Outcome::cancelled) throw Cancelled{};
@@ -409,7 +409,7 @@ class TaskSet::IdleAwaiter final : private detail::WaitHook {
   bool cancel_wait() noexcept override { return set_->cancel_admission_wait(kIdleWait); }
   TaskSet* set_;
   Outcome outcome_ = Outcome::misuse;
-  detail::Fiber* fiber_ = nullptr;
+  detail::TaskRecord* record_ = nullptr;
 };
 
 inline TaskSet::IdleAwaiter TaskSet::wait_idle() noexcept { return IdleAwaiter(this); }
@@ -420,7 +420,7 @@ Task<void> run_task_set(std::pmr::memory_resource* resource, std::size_t limit, 
   static_assert(std::is_invocable_v<F&, TaskSet&>, "shoal::task_set: the body must be callable as body(TaskSet&)");
   static_assert(std::is_same_v<std::invoke_result_t<F&, TaskSet&>, Task<void>>,
                 "shoal::task_set: the body must return shoal::Task<void>");
-  Fiber* f = co_await CurrentFiber{};
+  TaskRecord* f = co_await CurrentRecord{};
   if (f == nullptr) throw std::logic_error("shoal::task_set: awaited outside a shoal task");
   if (f->cancelled()) throw Cancelled{};
   TaskSet set(f, resource, limit);

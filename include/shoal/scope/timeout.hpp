@@ -10,7 +10,7 @@
 #include <string>
 #include <type_traits>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/detail/timer.hpp"
 #include "shoal/runtime/errors.hpp"
 #include "shoal/runtime/task.hpp"
@@ -28,11 +28,11 @@ class TimedOut : public std::runtime_error {
 
 namespace detail {
 
-/// A cancel node that the fiber enters for the duration of one task, with
+/// A cancel node that the task enters for the duration of one task, with
 /// an optional timer that cancels it. Lives in the awaiting frame.
 class CancelFrame {
  public:
-  CancelFrame(Fiber* f, bool shielded) noexcept : f_(f) {
+  CancelFrame(TaskRecord* f, bool shielded) noexcept : f_(f) {
     node_.shielded = shielded;
     node_.enter(f);
   }
@@ -77,7 +77,7 @@ class CancelFrame {
     node_.cancel(true);
   }
 
-  Fiber* f_;
+  TaskRecord* f_;
   CancelNode node_;
   Entry entry_;
   bool armed_ = false;
@@ -89,7 +89,7 @@ class CancelFrame {
 // other exception passes through unchanged.
 template <class T>
 Task<std::optional<Stored<T>>> run_with_deadline(Clock::time_point deadline, Task<T> task) {
-  Fiber* f = co_await CurrentFiber{};
+  TaskRecord* f = co_await CurrentRecord{};
   if (f == nullptr) throw std::logic_error("shoal: a deadline awaited outside a shoal task");
   if (f->cancelled()) throw Cancelled{};
   CancelFrame frame(f, false);
@@ -184,7 +184,7 @@ auto shielded(A call) {
 /// Throws: what `task` throws; std::logic_error outside a shoal task.
 template <class T>
 Task<T> shielded(Task<T> task) {
-  detail::Fiber* f = co_await detail::CurrentFiber{};
+  detail::TaskRecord* f = co_await detail::CurrentRecord{};
   if (f == nullptr) throw std::logic_error("shoal::shielded: awaited outside a shoal task");
   detail::CancelFrame frame(f, true);
   struct Leave {
@@ -227,7 +227,7 @@ Task<T> finally(Task<T> task, Task<void> cleanup) {
   }
   if (error) {
     if (cleanup_error) {
-      detail::Fiber* f = co_await detail::CurrentFiber{};
+      detail::TaskRecord* f = co_await detail::CurrentRecord{};
       detail::report_suppressed_fault(f->sched, cleanup_error);
     }
     std::rethrow_exception(error);

@@ -96,7 +96,7 @@ const T& once_settle(OnceCore& core, std::optional<T>& slot, std::optional<T>& m
 namespace detail {
 template <class T, class F>
 Task<const T&> once_do_task(Once<T>& once, F init) {
-  if (detail::Fiber* f = co_await detail::CurrentFiber{}; f != nullptr && f->cancelled()) throw Cancelled{};
+  if (detail::TaskRecord* f = co_await detail::CurrentRecord{}; f != nullptr && f->cancelled()) throw Cancelled{};
   detail::OnceStep step;
   while ((step = detail::once_step(once.core_)) == detail::OnceStep::wait) {
     if (once.core_.state() == detail::OnceCore::running) co_await detail::OnceCore::Awaiter(once.core_);
@@ -132,10 +132,10 @@ class [[nodiscard]] OnceCall {
   bool await_ready() const noexcept { return false; }
   template <class P>
   std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
-    Fiber* f = fiber_of(h);
+    TaskRecord* f = record_of(h);
     if (f != nullptr && !f->cancelled() && once_.core_.state() == OnceCore::done) {
       if (!consume_budget(f)) return h;
-      fiber_ = f;  // a schedule point once per budget, like every awaitable
+      record_ = f;  // a schedule point once per budget, like every awaitable
       yield_from(f, h, this);
       return std::noop_coroutine();
     }
@@ -144,7 +144,7 @@ class [[nodiscard]] OnceCall {
   }
   const T& await_resume() {
     if (slow_) return TaskAccess::awaiter(slow_).await_resume();
-    if (fiber_ != nullptr && fiber_->cancelled()) throw Cancelled{};  // cancelled while it yielded
+    if (record_ != nullptr && record_->cancelled()) throw Cancelled{};  // cancelled while it yielded
     return *once_.value_;
   }
 
@@ -152,7 +152,7 @@ class [[nodiscard]] OnceCall {
   Once<T>& once_;
   F init_;
   task_type slow_;
-  Fiber* fiber_ = nullptr;  // set when it yielded
+  TaskRecord* record_ = nullptr;  // set when it yielded
 };
 }  // namespace detail
 

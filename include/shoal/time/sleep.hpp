@@ -5,7 +5,7 @@
 #include <coroutine>
 #include <cstddef>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/detail/timer.hpp"
 #include "shoal/runtime/errors.hpp"
 
@@ -30,7 +30,7 @@ class SleepAwaiter final : public WaitHook {
 
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {
-    f_ = fiber_of(h);
+    f_ = record_of(h);
     if (f_ == nullptr) return false;  // await_resume reports the misuse
     if (f_->cancelled()) {
       cancelled_ = true;
@@ -67,7 +67,7 @@ class SleepAwaiter final : public WaitHook {
     SleepAwaiter* owner = nullptr;
   };
   Clock::time_point until_;
-  Fiber* f_ = nullptr;
+  TaskRecord* f_ = nullptr;
   bool cancelled_ = false;
   bool no_memory_ = false;
   Entry entry_;

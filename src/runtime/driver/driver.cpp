@@ -130,7 +130,7 @@ void Driver::reclaim_io() noexcept {
 }
 
 void Driver::dispatch_io(const io::Event* events, std::size_t n) noexcept {
-  FiberBatch batch;
+  TaskBatch batch;
   for (std::size_t i = 0; i < n; ++i) {
     auto* s = static_cast<IoSource*>(events[i].token);
     const std::uint32_t bits = events[i].ready;  // io::Interest bits, as the source keeps them
@@ -154,7 +154,7 @@ void Driver::dispatch_io(const io::Event* events, std::size_t n) noexcept {
     while (woken != nullptr) {
       Waiter* w = woken;
       woken = w->wake_next;
-      Fiber* f = w->fiber;
+      TaskRecord* f = w->record;
       disarm_wait(f, w);
       batch.push(f);  // w may be gone once f runs
     }
@@ -164,7 +164,7 @@ void Driver::dispatch_io(const io::Event* events, std::size_t n) noexcept {
 
 // ---- timers and the clock ------------------------------------------------
 
-TimerInsert Driver::add_timer(TimerEntry* e, const Fiber* unless) noexcept {
+TimerInsert Driver::add_timer(TimerEntry* e, const TaskRecord* unless) noexcept {
   // Once queued, `e` may fire or be cancelled at once and its owner's frame
   // resume and move on: never touch it after insert.
   const std::int64_t deadline = e->deadline;

@@ -12,7 +12,7 @@
 #include <memory>
 #include <span>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "src/io/io_source.hpp"
 #include "shoal/detail/sync_shim.hpp"
 #include "shoal/detail/timer.hpp"
@@ -23,7 +23,7 @@ namespace shoal::detail {
 
 class Driver {
  public:
-  /// Woken fibers go to `sched` (Scheduler::schedule_batch). A manual clock
+  /// Woken tasks go to `sched` (Scheduler::schedule_batch). A manual clock
   /// stands still until advance_manual_clock().
   Driver(Scheduler& sched, bool manual_clock);
   /// Frees released sources; sockets that outlive the runtime free
@@ -38,7 +38,7 @@ class Driver {
   void unlock_driver() noexcept { busy_.store(false, std::memory_order_release); }
   void wake_driver() noexcept { backend_->wake(); }
   /// Lock holder: blocks until I/O, a wake or the earliest timer; hands the
-  /// woken fibers on and fires due timers.
+  /// woken tasks on and fires due timers.
   void drive() noexcept;
   /// A busy worker's non-blocking turn of the reactor (if nobody drives).
   /// True if any event came in.
@@ -54,7 +54,7 @@ class Driver {
   const char* backend_name() const noexcept { return backend_->name(); }
 
   // Timers.
-  TimerInsert add_timer(TimerEntry* e, const Fiber* unless) noexcept;
+  TimerInsert add_timer(TimerEntry* e, const TaskRecord* unless) noexcept;
   bool remove_timer(TimerEntry* e) noexcept { return timers_.remove(e); }
   /// Fires due timers; true if any fired.
   bool fire_timers() noexcept;

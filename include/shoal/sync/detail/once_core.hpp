@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/detail/sync_shim.hpp"
 #include "shoal/detail/wait_queue.hpp"
 #include "shoal/runtime/errors.hpp"
@@ -41,14 +41,14 @@ class OnceCore {
     bool await_ready() const noexcept { return core_.state() != running; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) noexcept {
-      return suspend(fiber_of(h), h);
+      return suspend(record_of(h), h);
     }
     void await_resume() const {
       if (cancelled) throw Cancelled{};
     }
 
    private:
-    bool suspend(Fiber* f, std::coroutine_handle<> h) noexcept;
+    bool suspend(TaskRecord* f, std::coroutine_handle<> h) noexcept;
     OnceCore& core_;
   };
   /// Blocks a plain thread while running.

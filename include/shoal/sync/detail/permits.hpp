@@ -19,7 +19,7 @@
 //   waited longer than kFairAfter, kFair turns barging off and releases hand
 //   permits to waiters directly, in FIFO order, until the queue is young
 //   again: nobody starves, and the uncontended path pays nothing for it.
-// - Cancellation follows the cancellable-wait protocol (detail/fiber.hpp). A
+// - Cancellation follows the cancellable-wait protocol (detail/task.hpp). A
 //   waiter that is granted permits at the moment it is cancelled gives them
 //   back (waking the next waiter) before it throws Cancelled; one that leaves
 //   the queue, or leaves after it was woken to retry, kicks the queue so the
@@ -31,7 +31,7 @@
 #include <cstdint>
 #include <string>
 
-#include "shoal/detail/fiber.hpp"
+#include "shoal/detail/task_record.hpp"
 #include "shoal/detail/spin_lock.hpp"
 #include "shoal/detail/sync_shim.hpp"
 #include "shoal/detail/wait_queue.hpp"
@@ -106,14 +106,14 @@ class PermitCore {
     bool await_ready() const noexcept { return false; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
-      return suspend(fiber_of(h), h);
+      return suspend(record_of(h), h);
     }
     /// True: the permits are ours. False: woken to retry. Throws Cancelled
     /// (having handed on anything it was given).
     bool await_resume() { return resume(); }
 
    private:
-    bool suspend(Fiber* f, std::coroutine_handle<> h);
+    bool suspend(TaskRecord* f, std::coroutine_handle<> h);
     bool resume();
     PermitCore& core_;
     std::int64_t& since_;

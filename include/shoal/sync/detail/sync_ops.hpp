@@ -36,9 +36,9 @@ using body_value_t = typename BodyValue<std::invoke_result_t<F&>>::type;
 template <class F>
 inline constexpr bool body_is_task = IsTask<std::invoke_result_t<F&>>::value;
 
-/// Who holds a lock, for self-deadlock detection: a task's fiber, or a
+/// Who holds a lock, for self-deadlock detection: a task's task, or a
 /// plain thread (odd values).
-inline std::uintptr_t holder_id(Fiber* f) noexcept { return reinterpret_cast<std::uintptr_t>(f); }
+inline std::uintptr_t holder_id(TaskRecord* f) noexcept { return reinterpret_cast<std::uintptr_t>(f); }
 std::uintptr_t thread_holder_id() noexcept;
 
 /// What one with_* call takes: `n` permits of `core`. `record` (optional)
@@ -77,14 +77,14 @@ class Held {
 /// Waits for the permits of `l` (the retry loop of PermitCore::Awaiter).
 Task<void> acquire_permits(PermitCore& core, std::uint32_t n);
 
-inline Fiber* require_task(Fiber* f, const PermitCore& core, const char* call) {
+inline TaskRecord* require_task(TaskRecord* f, const PermitCore& core, const char* call) {
   if (f == nullptr) throw std::logic_error("shoal::" + std::string(call) + " on " + core.what() + " awaited outside a shoal task");
   return f;
 }
 
 /// The uncontended path: not cancelled, budget left, permits free. Else the
 /// Awaiter (which checks cancellation, yields and queues as needed).
-inline bool try_fast_acquire(Fiber* f, const LockSpec& l) noexcept {
+inline bool try_fast_acquire(TaskRecord* f, const LockSpec& l) noexcept {
   if (f->budget <= 1 || f->cancelled() || !l.core->try_acquire(l.n)) return false;
   --f->budget;
   return true;
@@ -92,7 +92,7 @@ inline bool try_fast_acquire(Fiber* f, const LockSpec& l) noexcept {
 
 template <class F>
 Task<body_value_t<F>> locked(LockSpec l, F body, const char* call) {
-  Fiber* f = require_task(co_await CurrentFiber{}, *l.core, call);
+  TaskRecord* f = require_task(co_await CurrentRecord{}, *l.core, call);
   check_self_deadlock(l, holder_id(f), call);
   if (!try_fast_acquire(f, l)) co_await acquire_permits(*l.core, l.n);
   Held held(l, holder_id(f));
@@ -142,7 +142,7 @@ class [[nodiscard]] LockCall {
   bool await_ready() const noexcept { return false; }
   template <class P>
   std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
-    Fiber* f = fiber_of(h);
+    TaskRecord* f = record_of(h);
     if (f == nullptr) {
       err_ = Err::no_task;
       return h;
@@ -171,7 +171,7 @@ class [[nodiscard]] LockCall {
         return h;
       }
       if (!consume_budget(f)) return h;
-      fiber_ = f;
+      record_ = f;
       yield_from(f, h, this);
       return std::noop_coroutine();
     }
@@ -180,7 +180,7 @@ class [[nodiscard]] LockCall {
     if (err_ == Err::no_task) require_task(nullptr, *l_.core, call_);
     if (err_ == Err::self_deadlock) throw_self_deadlock(*l_.core, call_);
     if (err_ == Err::no_memory) throw std::bad_alloc();
-    if (err_ == Err::cancelled || (fiber_ != nullptr && fiber_->cancelled())) throw Cancelled{};
+    if (err_ == Err::cancelled || (record_ != nullptr && record_->cancelled())) throw Cancelled{};
     if constexpr (M == CallMode::wait) {
       if (slow_) TaskAccess::awaiter(slow_).await_resume();  // Cancelled, having handed on
       Held held(l_, me_);
@@ -204,7 +204,7 @@ class [[nodiscard]] LockCall {
   F body_;
   const char* call_;
   Task<void> slow_;
-  Fiber* fiber_ = nullptr;  // try_once after a yield: re-check cancellation
+  TaskRecord* record_ = nullptr;  // try_once after a yield: re-check cancellation
   std::uintptr_t me_ = 0;
   Err err_ = Err::none;
 };
@@ -242,7 +242,7 @@ Task<SyncResult<body_value_t<F>>> run_held(LockSpec l, std::uintptr_t me, F& bod
 // back (a lazy run_held holds nothing until it runs).
 template <class F>
 Task<SyncResult<body_value_t<F>>> try_locked(LockSpec l, F body, const char* call) {
-  Fiber* f = require_task(co_await CurrentFiber{}, *l.core, call);
+  TaskRecord* f = require_task(co_await CurrentRecord{}, *l.core, call);
   co_await checkpoint();  // never waits, but is a cancellation point like every other
   auto held_body = run_held(l, holder_id(f), body);
   if (!l.core->try_acquire(l.n)) co_return SyncError::Code::busy;
@@ -261,7 +261,7 @@ auto try_lock_call(LockSpec l, F body, const char* call) {
 template <class F>
 Task<SyncResult<body_value_t<F>>> timed_locked(LockSpec l, std::chrono::nanoseconds limit, F body,
                                                const char* call) {
-  Fiber* f = require_task(co_await CurrentFiber{}, *l.core, call);
+  TaskRecord* f = require_task(co_await CurrentRecord{}, *l.core, call);
   check_self_deadlock(l, holder_id(f), call);
   auto held_body = run_held(l, holder_id(f), body);  // before the permits: see try_locked
   if (try_fast_acquire(f, l)) co_return co_await std::move(held_body);

@@ -1,6 +1,8 @@
-// A fiber is one line of execution: a spawned task and the chain of tasks it
-// awaits. Its bookkeeping lives in the spawned task's promise (no separate
-// allocation). Cancel nodes form the tree that cancellation walks.
+// The task record: the bookkeeping of one spawned task (and the chain of
+// tasks it awaits, which run on its record), kept in the spawned task's
+// promise so a spawn costs one allocation. It is not a fiber: there is no
+// stack, only coroutine frames. Cancel nodes form the tree that
+// cancellation walks; the wait hook is how a waiting task is found.
 #pragma once
 
 #include <coroutine>
@@ -13,14 +15,14 @@
 namespace shoal::detail {
 
 class Scheduler;
-struct Fiber;
+struct TaskRecord;
 struct CancelNode;
 struct PromiseBase;
 
 /// A wait that cancellation can interrupt. `cancel_wait` runs on the
 /// cancelling thread; it returns true if it took the waiter out of whatever
-/// it waited on, in which case the caller schedules the fiber (which then
-/// throws Cancelled). It must not schedule the fiber itself.
+/// it waited on, in which case the caller schedules the task (which then
+/// throws Cancelled). It must not schedule the task itself.
 struct WaitHook {
   virtual bool cancel_wait() noexcept = 0;
 
@@ -28,35 +30,35 @@ struct WaitHook {
   ~WaitHook() = default;
 };
 
-/// Whoever joins a spawned fiber (a scope, the runtime's root).
-struct FiberOwner {
-  /// Called from the finished fiber's final suspend. Returns the coroutine to
+/// Whoever joins a spawned task (a scope, the runtime's root).
+struct TaskOwner {
+  /// Called from the finished task's final suspend. Returns the coroutine to
   /// run next on this thread (usually noop).
-  virtual std::coroutine_handle<> fiber_done(Fiber& f, PromiseBase& p,
+  virtual std::coroutine_handle<> task_done(TaskRecord& f, PromiseBase& p,
                                              std::coroutine_handle<> frame) noexcept = 0;
 
  protected:
-  ~FiberOwner() = default;
+  ~TaskOwner() = default;
 };
 
 inline constexpr std::uint32_t kBudget = 128;
 
-struct Fiber {
-  Fiber* next = nullptr;                 // run-queue / batch link
+struct TaskRecord {
+  TaskRecord* next = nullptr;                 // run-queue / batch link
   std::coroutine_handle<> resume;        // innermost suspended frame
   Scheduler* sched = nullptr;
-  FiberOwner* owner = nullptr;
-  shim::atomic<CancelNode*> node{nullptr};  // innermost cancel node; written by the fiber only
+  TaskOwner* owner = nullptr;
+  shim::atomic<CancelNode*> node{nullptr};  // innermost cancel node; written by the task only
   CancelNode* home = nullptr;            // the node of the scope it was spawned into
-  Fiber* node_prev = nullptr;            // links in home's list (home's lock), once it first waits
-  Fiber* node_next = nullptr;
+  TaskRecord* node_prev = nullptr;            // links in home's list (home's lock), once it first waits
+  TaskRecord* node_next = nullptr;
   shim::atomic<WaitHook*> hook{nullptr};  // armed while suspended at a cancellable wait
   shim::atomic<std::uintptr_t> join{0};   // Scope::start: kJoin* or the JoinWaiter*
   std::uint32_t budget = kBudget;
   std::uint32_t flags = 0;
 
   static constexpr std::uint32_t kRetained = 1;  // frame outlives completion (start())
-  static constexpr std::uint32_t kLinked = 2;    // in home's fiber list (linked at its first wait)
+  static constexpr std::uint32_t kLinked = 2;    // in home's task list (linked at its first wait)
   static constexpr std::uint32_t kFaultDeferred = 4;  // a retained child's later fault: reported only if undelivered
   static constexpr unsigned kPinShift = 16;      // flags >> kPinShift: 1 + the worker it is pinned to, or 0
   static constexpr std::uintptr_t kJoinRunning = 0, kJoinDone = 1, kJoinCancelPending = 2;
@@ -69,40 +71,40 @@ struct CancelNode {
   shim::atomic<bool> self_cancelled{false};  // cancellation was requested here, not inherited
   bool shielded = false;
   CancelNode* parent = nullptr;
-  Fiber* body = nullptr;  // the fiber running this node's body
+  TaskRecord* body = nullptr;  // the task running this node's body
   Scheduler* sched = nullptr;
   SpinLock lock;
   // Children, guarded by `lock`.
   CancelNode* first_child = nullptr;
   CancelNode* prev_sibling = nullptr;
   CancelNode* next_sibling = nullptr;
-  Fiber* first_fiber = nullptr;
+  TaskRecord* first_record = nullptr;
 
   /// Links this node under `parent` (inheriting its cancellation unless
   /// shielded). `parent` may be null for a root.
-  void attach(CancelNode* parent_node, Fiber* body_fiber, Scheduler* s) noexcept;
+  void attach(CancelNode* parent_node, TaskRecord* body_record, Scheduler* s) noexcept;
   void detach() noexcept;
-  /// The fiber `body` enters this node for a while (a scope, a task set, a
+  /// The task `body` enters this node for a while (a scope, a task set, a
   /// deadline): attached under the node it is in, and its node until leave().
-  void enter(Fiber* body) noexcept;
-  void leave(Fiber* body) noexcept;
-  void add_fiber(Fiber* f) noexcept;
-  void remove_fiber(Fiber* f) noexcept;
-  /// Cancels this node and every non-shielded descendant, waking the fibers
+  void enter(TaskRecord* body) noexcept;
+  void leave(TaskRecord* body) noexcept;
+  void add_record(TaskRecord* f) noexcept;
+  void remove_record(TaskRecord* f) noexcept;
+  /// Cancels this node and every non-shielded descendant, waking the tasks
   /// suspended at cancellable waits inside them. Any thread.
   void cancel(bool self) noexcept;
 };
 
-inline bool Fiber::cancelled() const noexcept {
+inline bool TaskRecord::cancelled() const noexcept {
   return node.load(std::memory_order_relaxed)->cancelled.load(std::memory_order_acquire);
 }
 
 /// Ready to run: from a wake. Goes to the worker's LIFO slot when called on a worker.
-void schedule(Fiber* f) noexcept;
+void schedule(TaskRecord* f) noexcept;
 /// A new child: to the back of the local queue (or the injector off-worker).
-void schedule_spawn(Fiber* f) noexcept;
+void schedule_spawn(TaskRecord* f) noexcept;
 /// A yield: to the back of the local queue, behind what is ready.
-void schedule_yield(Fiber* f) noexcept;
+void schedule_yield(TaskRecord* f) noexcept;
 
 /// Reschedules `f` at `h` behind the ready tasks, from inside an inline
 /// await_suspend; `awaiter` is that awaiter. Handing it to this opaque call
@@ -111,13 +113,13 @@ void schedule_yield(Fiber* f) noexcept;
 /// another worker is already running (a race TSan caught on
 /// CheckpointAwaiter). Every inline await_suspend that hands its coroutine
 /// on without first publishing `this` must yield through here.
-void yield_from(Fiber* f, std::coroutine_handle<> h, const void* awaiter) noexcept;
+void yield_from(TaskRecord* f, std::coroutine_handle<> h, const void* awaiter) noexcept;
 /// Pins `f` (not yet scheduled) to the calling worker: it will only ever run
 /// there. No effect off a worker or on the deterministic executor.
-void pin_to_current_worker(Fiber* f) noexcept;
-/// The fiber the current thread is running (null outside a task). Out of
+void pin_to_current_worker(TaskRecord* f) noexcept;
+/// The task the current thread is running (null outside a task). Out of
 /// line on purpose: never cache a thread_local across a suspension.
-Fiber* current_fiber() noexcept;
+TaskRecord* current_record() noexcept;
 
 /// The cancellable-wait protocol, for any primitive a task can wait on:
 ///  1. `publish_hook(f, w)` before the wait is registered anywhere;
@@ -125,29 +127,29 @@ Fiber* current_fiber() noexcept;
 ///     where a `cancel_wait()` that ran too early would have been missed
 ///     (lock-based primitives: register and re-check under their lock;
 ///     cancel_wait takes the same lock);
-///  3. the hook is armed only while the fiber is suspended: every path of
+///  3. the hook is armed only while the task is suspended: every path of
 ///     await_suspend that does not suspend disarms before returning, and a
-///     waker disarms (`disarm_wait(f, w)`) before it schedules the fiber; a
+///     waker disarms (`disarm_wait(f, w)`) before it schedules the task; a
 ///     canceller that claims the wait clears it itself. Never disarm while
 ///     holding a lock that cancel_wait takes.
 /// Why not disarm in await_resume: g++ may run the await_suspend of a second
 /// `co_await` in the same expression before the first one's await_resume.
 /// The seq_cst hook store pairs with the canceller's seq_cst flag store.
-void publish_hook(Fiber* f, WaitHook* w) noexcept;
-/// Publishes the hook, then returns false (hook cleared) if the fiber is
+void publish_hook(TaskRecord* f, WaitHook* w) noexcept;
+/// Publishes the hook, then returns false (hook cleared) if the task is
 /// already cancelled.
-bool arm_wait(Fiber* f, WaitHook* w) noexcept;
+bool arm_wait(TaskRecord* f, WaitHook* w) noexcept;
 /// Clears the hook after the wait ended (either way); waits out a canceller
 /// that is inspecting it.
-void disarm_wait(Fiber* f, WaitHook* w) noexcept;
+void disarm_wait(TaskRecord* f, WaitHook* w) noexcept;
 
-/// Finds the fiber of the coroutine awaiting a runtime operation.
+/// Finds the task of the coroutine awaiting a runtime operation.
 template <class P>
-Fiber* fiber_of(std::coroutine_handle<P> h) noexcept {
-  if constexpr (requires { h.promise().fiber_; }) {
-    return h.promise().fiber_;
+TaskRecord* record_of(std::coroutine_handle<P> h) noexcept {
+  if constexpr (requires { h.promise().record_; }) {
+    return h.promise().record_;
   } else {
-    return current_fiber();
+    return current_record();
   }
 }
 
@@ -157,7 +159,7 @@ Fiber* fiber_of(std::coroutine_handle<P> h) noexcept {
 
 /// Spends one unit of the cooperative budget; true when it ran out and the
 /// caller should yield.
-inline bool consume_budget(Fiber* f) noexcept {
+inline bool consume_budget(TaskRecord* f) noexcept {
   if (f->budget == 0 || --f->budget == 0) {
     f->budget = kBudget;
     return true;
