@@ -68,13 +68,14 @@ class Channel {
 
   using Section = detail::WaitSection;
   struct Waiter : detail::Waiter {
-    explicit Waiter(Channel* c) noexcept : detail::Waiter(c->lock_), ch(c) {}
+    Waiter(Channel* c, bool is_sender) noexcept : detail::Waiter(c->lock_), ch(c), sender(is_sender) {}
     Channel* ch;
+    const bool sender;  // in senders_ (else receivers_) while queued
     bool done = false;  // the operation completed (value moved / channel closed)
     std::exception_ptr error;  // a sender whose value threw when moved on its behalf
 
    private:
-    void left_locked() noexcept override { ch->unannounce(list()); }
+    void left_locked() noexcept override { ch->unannounce(sender); }
   };
 
  public:
@@ -109,7 +110,7 @@ class Channel {
 
   class SendAwaiter final : private Waiter {
    public:
-    SendAwaiter(Channel* c, T v) : Waiter(c), value_(std::move(v)) {}
+    SendAwaiter(Channel* c, T v) : Waiter(c, true), value_(std::move(v)) {}
     bool await_ready() const noexcept { return false; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
@@ -161,7 +162,7 @@ class Channel {
 
   class RecvAwaiter final : private Waiter {
    public:
-    explicit RecvAwaiter(Channel* c) noexcept : Waiter(c) {}
+    explicit RecvAwaiter(Channel* c) noexcept : Waiter(c, false) {}
     bool await_ready() const noexcept { return false; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
@@ -340,7 +341,7 @@ class Channel {
     const detail::WaitStep step = detail::wait_step(*w, f, h, lock_, send ? senders_ : receivers_,
                                                     [&](Section& sec) { return (r = retry_locked(send, v, out, sec)) != kWouldBlock; });
     if (step == detail::WaitStep::suspended) return kSuspended;
-    if (step == detail::WaitStep::cancelled && ring_) unannounce(send ? &senders_ : &receivers_);
+    if (step == detail::WaitStep::cancelled && ring_) unannounce(send);
     if (ring_ && r == kDone) settle(send);
     return r;
   }
@@ -364,9 +365,10 @@ class Channel {
     if (r != kWouldBlock) waiting.fetch_sub(1, std::memory_order_seq_cst);
     return r;
   }
-  // A waiter of `list` left without being served (ring mode's count).
-  void unannounce(const detail::WaitList* list) noexcept {
-    if (ring_) (list == &senders_ ? n_senders_ : n_receivers_).fetch_sub(1, std::memory_order_seq_cst);
+  // A sender (or receiver) left the wait list without being served, or was
+  // claimed by a waker: ring mode's count of announced waiters drops.
+  void unannounce(bool sender) noexcept {
+    if (ring_) (sender ? n_senders_ : n_receivers_).fetch_sub(1, std::memory_order_seq_cst);
   }
 
   // Ring mode, after an operation completed: while a waiter of the other
@@ -413,12 +415,12 @@ class Channel {
   }
 
   struct ThreadSend final : Waiter {
-    ThreadSend(Channel* c, T v) : Waiter(c), value(std::move(v)) {}
+    ThreadSend(Channel* c, T v) : Waiter(c, true), value(std::move(v)) {}
     T value;
     detail::ThreadWake wake;
   };
   struct ThreadRecv final : Waiter {
-    ThreadRecv(Channel* c, std::optional<T>& out) : Waiter(c), slot(&out) {}
+    ThreadRecv(Channel* c, std::optional<T>& out) : Waiter(c, false), slot(&out) {}
     std::optional<T>* slot;
     detail::ThreadWake wake;
   };
@@ -433,7 +435,7 @@ class Channel {
   static Waiter* front(const detail::WaitList& l) noexcept { return static_cast<Waiter*>(l.front()); }
   // A waker's claim (under the lock): out of its list, and out of the count.
   void unlink(Waiter* w) noexcept {
-    unannounce(w->list());
+    unannounce(w->sender);
     w->unlink_locked();
   }
 

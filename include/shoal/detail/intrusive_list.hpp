@@ -6,7 +6,7 @@
 namespace shoal::detail {
 
 /// The links an element carries, one per list it can be in (`Tag` tells them
-/// apart). Unlinked: both null. Guarded by whatever guards the list.
+/// apart). Unlinked: `next` is null. Guarded by whatever guards the list.
 template <class Tag = void>
 struct ListHook {
   ListHook* prev = nullptr;
@@ -36,12 +36,16 @@ class IntrusiveList {
 
   void push_back(T* x) noexcept { link_before(&head_, up(x)); }
   void push_front(T* x) noexcept { link_before(head_.next, up(x)); }
-  /// `x` must be in this list.
-  void remove(T* x) noexcept {
+  /// `x` must be in this list. Afterwards `next` is null (not linked);
+  /// `prev` is left as it was, free for the owner's use.
+  void remove(T* x) noexcept { unlink(x); }
+  /// The same without naming the list: a circular list through a sentinel
+  /// needs only the neighbours.
+  static void unlink(T* x) noexcept {
     Hook* h = up(x);
     h->prev->next = h->next;
     h->next->prev = h->prev;
-    h->prev = h->next = nullptr;
+    h->next = nullptr;
   }
   T* pop_front() noexcept {
     T* x = front();

@@ -31,7 +31,7 @@ using WaitList = IntrusiveList<Waiter>;
 
 /// One wait, by a task or a plain thread, on one primitive. Lives in the
 /// awaiter (or on the waiting thread's stack). `lock` is the primitive's
-/// lock, set before the waiter is published; `list` is where it is queued.
+/// lock, set before the waiter is published.
 class Waiter : public WaitHook, public ListHook<> {
  public:
   explicit Waiter(SpinLock& lock) noexcept : lock_(&lock) {}
@@ -44,15 +44,19 @@ class Waiter : public WaitHook, public ListHook<> {
 
   TaskRecord* record = nullptr;        // a task, or
   ThreadWake* thread = nullptr;  // a plain thread
-  Waiter* wake_next = nullptr;   // a WaitSection's wake list
   bool cancelled = false;        // a canceller took it out of its list
+
+  // A claimed (unlinked) waiter's spare link chains a wake list: `prev` is
+  // free once unlinked (is_linked() reads `next` only).
+  Waiter* wake_next() const noexcept { return static_cast<Waiter*>(prev); }
+  void set_wake_next(Waiter* w) noexcept { prev = w; }
 
   /// Claims the waiter for a canceller: unlinks it if it is still queued.
   bool cancel_wait() noexcept override {
     lock_->lock();
     const bool mine = is_linked();
     if (mine) {
-      list_->remove(this);
+      WaitList::unlink(this);
       cancelled = true;
       left_locked();
     }
@@ -62,7 +66,6 @@ class Waiter : public WaitHook, public ListHook<> {
 
   /// Queues the waiter (under the lock).
   void link_locked(WaitList& l, bool at_front = false) noexcept {
-    list_ = &l;
     if (at_front) {
       l.push_front(this);
     } else {
@@ -70,8 +73,7 @@ class Waiter : public WaitHook, public ListHook<> {
     }
   }
   /// Takes the waiter out of its list (under the lock), as a waker claims it.
-  void unlink_locked() noexcept { list_->remove(this); }
-  WaitList* list() const noexcept { return list_; }
+  void unlink_locked() noexcept { WaitList::unlink(this); }
 
  protected:
   ~Waiter() = default;
@@ -81,7 +83,6 @@ class Waiter : public WaitHook, public ListHook<> {
 
  private:
   SpinLock* lock_ = nullptr;
-  WaitList* list_ = nullptr;
 };
 
 /// A primitive's lock held for one step: released on every way out (a
@@ -93,7 +94,7 @@ class WaitSection {
   ~WaitSection() {
     lock_.unlock();
     for (Waiter* w = woken_; w != nullptr;) {
-      Waiter* next = w->wake_next;  // w may be gone once woken
+      Waiter* next = w->wake_next();  // w may be gone once woken
       if (TaskRecord* f = w->record) {
         disarm_wait(f, w);
         schedule(f);
@@ -108,7 +109,7 @@ class WaitSection {
 
   /// Wakes `w` once the lock is released. `w` must be unlinked already.
   void wake(Waiter* w) noexcept {
-    w->wake_next = woken_;
+    w->set_wake_next(woken_);
     woken_ = w;
   }
 

@@ -145,7 +145,7 @@ void Driver::dispatch_io(const io::Event* events, std::size_t n) noexcept {
       Waiter* next = s->waiters.next(w);
       if ((static_cast<IoWaiter*>(w)->interest & bits) != 0) {
         w->unlink_locked();
-        w->wake_next = woken;
+        w->set_wake_next(woken);
         woken = w;
       }
       w = next;
@@ -153,7 +153,7 @@ void Driver::dispatch_io(const io::Event* events, std::size_t n) noexcept {
     s->lock.unlock();
     while (woken != nullptr) {
       Waiter* w = woken;
-      woken = w->wake_next;
+      woken = w->wake_next();
       TaskRecord* f = w->record;
       disarm_wait(f, w);
       batch.push(f);  // w may be gone once f runs
