@@ -50,8 +50,15 @@ inline shoal::Task<void> serve_connection(shoal::net::Stream conn, Limits limits
       // (clear() keeps the capacity: give it back, the next read allocates).
       std::string().swap(in);
       std::string().swap(out);
-      auto ready = co_await shoal::move_on_after(limits.idle_timeout, conn.wait_readable());
-      if (!ready) co_return;
+      // The stream's idle limit is a timer in the wait itself: cheaper than
+      // a move_on_after scope around it for every idle connection.
+      conn.set_idle_timeout(limits.idle_timeout);
+      try {
+        co_await conn.wait_readable();
+      } catch (const shoal::net::IdleTimeout&) {
+        co_return;  // quiet for too long: close
+      }
+      conn.set_idle_timeout(std::chrono::milliseconds(0));  // reads are bounded by the header timeout
       if (!co_await read_more(conn, in, limits.header_timeout)) co_return;
     }
     const auto first_byte = std::chrono::steady_clock::now();

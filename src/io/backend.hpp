@@ -11,10 +11,17 @@
 namespace shoal::detail::io {
 
 enum Interest : std::uint32_t { readable = 1, writable = 2 };
+/// A direction was closed (the peer's end of stream: reads; an error or a
+/// hang-up: both): final, never cleared, so an operation in that direction
+/// always tries its syscall afterwards (the end of a stream that came with
+/// the last data is still there after a short read drained the data).
+inline constexpr std::uint32_t read_closed = 4, write_closed = 8;
+/// The closed bit of each direction in `interest`.
+constexpr std::uint32_t closed(std::uint32_t interest) noexcept { return (interest & (readable | writable)) << 2; }
 
 struct Event {
   void* token;           // what was registered with `add`
-  std::uint32_t ready;   // Interest bits; error/hang-up sets both
+  std::uint32_t ready;   // Interest and closed bits; an error or hang-up sets all
 };
 
 class Backend {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include "shoal/detail/io_slot.hpp"
 #include "shoal/detail/spin_lock.hpp"
 #include "shoal/detail/sync_shim.hpp"
+#include "shoal/detail/timer.hpp"
 #include "shoal/detail/wait_queue.hpp"
 #include "shoal/runtime/errors.hpp"
 #include "src/io/backend.hpp"
@@ -32,7 +34,7 @@ struct IoCore {
 };
 
 struct IoSource {
-  // Readiness bits are io::Interest values (src/io/backend.hpp).
+  // Readiness: io::Interest and closed bits (src/io/backend.hpp).
   static constexpr std::uint32_t kTick = 1u << 8;  // bumped by every readiness event
 
   int fd = -1;
@@ -50,6 +52,7 @@ struct IoWaiter final : Waiter {
   IoWaiter(IoSource* s, std::uint32_t bits) noexcept : Waiter(s->lock), src(s), interest(bits) {}
   IoSource* src;
   std::uint32_t interest;
+  bool expired = false;  // the wait's idle timer fired (under src->lock)
 };
 
 /// Registers `fd` (non-blocking, edge-triggered, both directions, for its
@@ -88,18 +91,36 @@ inline bool io_clear(IoSource* s, std::uint32_t seen, std::uint32_t bit) noexcep
 
 bool io_wait_suspend(IoWaiter& w, TaskRecord* f, std::coroutine_handle<> h) noexcept;
 
-/// Waits until `interest` is (or may be) ready. Checkpoint: yes.
-struct IoReadyAwaiter {
-  IoWaiter w;
-  IoReadyAwaiter(IoSource* s, std::uint32_t interest) noexcept : w(s, interest) {}
+/// Waits until `interest` is (or may be) ready, or until `limit` (if not
+/// zero) passes first. The limit is a timer entry in the awaiter: no cancel
+/// scope, no frame. Checkpoint: yes.
+class IoReadyAwaiter {
+ public:
+  IoReadyAwaiter(IoSource* s, std::uint32_t interest, std::chrono::milliseconds limit = {}) noexcept
+      : w_(s, interest), limit_(limit) {}
+  IoReadyAwaiter(const IoReadyAwaiter&) = delete;
+  IoReadyAwaiter& operator=(const IoReadyAwaiter&) = delete;
   bool await_ready() const noexcept { return false; }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {
-    return io_wait_suspend(w, record_of(h), h);
+    return suspend(record_of(h), h);
   }
-  void await_resume() const {
-    if (w.cancelled) throw Cancelled{};
-  }
+  /// False if the limit passed with no event. Throws Cancelled, and
+  /// std::bad_alloc if the limit's timer could not be queued.
+  bool await_resume();
+
+ private:
+  struct IdleEntry : TimerEntry {
+    IoWaiter* waiter = nullptr;
+  };
+  bool suspend(TaskRecord* f, std::coroutine_handle<> h) noexcept;
+  static void on_idle(TimerEntry* e) noexcept;
+
+  IoWaiter w_;
+  std::chrono::milliseconds limit_;
+  Scheduler* sched_ = nullptr;  // set once the limit's timer is queued
+  bool no_memory_ = false;
+  IdleEntry entry_;
 };
 
 }  // namespace shoal::detail

@@ -3,10 +3,10 @@
 // - An fd is registered once, edge-triggered for both directions, when its
 //   owner first needs to wait, and stays registered until the owner closes.
 // - `state` caches readiness: an event ORs its bits in and bumps the tick.
-//   An operation reads the state, tries the syscall, and on EAGAIN clears
-//   the bit only if the state is unchanged (io_clear); if an event came in
-//   between, it retries the syscall instead of waiting for an edge that
-//   already happened.
+//   Operations run the one loop in src/io/async_io.hpp: it tries the
+//   syscall while the bit is set, and on EAGAIN clears the bit only if the
+//   state is unchanged (io_clear); if an event came in between, it retries
+//   the syscall instead of waiting for an edge that already happened.
 // - Waiters are on the one wait queue (detail/wait_queue.hpp) under the
 //   source's lock: a waiter re-checks readiness there before it links. The
 //   dispatcher unlinks matching waiters under the lock, then disarms and
@@ -106,7 +106,8 @@ bool io_wait_suspend(IoWaiter& w, TaskRecord* f, std::coroutine_handle<> h) noex
     // task, which may close the stream, and the driver may free s.
     core = s->core;
     fd = s->fd;
-    return (s->state.load(std::memory_order_acquire) & interest) != 0;  // ready after all: retry the syscall
+    // Ready after all (retry the syscall), or the idle limit already passed.
+    return (s->state.load(std::memory_order_acquire) & (interest | io::closed(interest))) != 0 || w.expired;
   });
   if (step != WaitStep::suspended) {
     w.cancelled = step == WaitStep::cancelled;
@@ -115,6 +116,44 @@ bool io_wait_suspend(IoWaiter& w, TaskRecord* f, std::coroutine_handle<> h) noex
   // Nothing may touch w or s from here on.
   if (core->rearm) core->driver->io_rearm(fd, interest, s);
   return true;
+}
+
+bool IoReadyAwaiter::suspend(TaskRecord* f, std::coroutine_handle<> h) noexcept {
+  if (limit_.count() > 0 && !f->cancelled()) {
+    // Queued before the wait, so it may fire before the waiter is linked:
+    // it then marks the waiter expired under the source's lock, which the
+    // wait's re-check reads.
+    entry_.waiter = &w_;
+    entry_.fire = &IoReadyAwaiter::on_idle;
+    entry_.deadline = to_ns(clock_now() + limit_);
+    if (timer_insert(f->sched, &entry_) != TimerInsert::queued) {
+      no_memory_ = true;
+      return false;
+    }
+    sched_ = f->sched;
+  }
+  return io_wait_suspend(w_, f, h);
+}
+
+void IoReadyAwaiter::on_idle(TimerEntry* e) noexcept {
+  IoWaiter& w = *static_cast<IdleEntry*>(e)->waiter;
+  {
+    WaitSection sec(w.src->lock);
+    w.expired = true;
+    if (w.is_linked()) {  // still waiting: the timer claims the wake
+      w.unlink_locked();
+      sec.wake(&w);
+    }
+  }
+  // The woken task waits for this store before its awaiter goes away.
+  e->state.store(TimerEntry::done, std::memory_order_release);
+}
+
+bool IoReadyAwaiter::await_resume() {
+  if (no_memory_) throw std::bad_alloc();  // the timer heap could not grow
+  if (sched_ != nullptr) timer_cancel_and_wait(sched_, &entry_);
+  if (w_.cancelled) throw Cancelled{};
+  return !w_.expired;  // the timer's write is ordered before its `done`, which the disarm waited for
 }
 
 }  // namespace shoal::detail

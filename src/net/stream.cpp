@@ -1,4 +1,5 @@
-// Stream sockets: try the syscall, wait on the reactor only after EAGAIN.
+// Stream sockets: each operation is its syscall inside the readiness loop
+// (src/io/async_io.hpp).
 #include "shoal/net/stream.hpp"
 
 #include <fcntl.h>
@@ -11,7 +12,7 @@
 #include <cstdio>
 #include <system_error>
 
-#include "src/io/io_source.hpp"
+#include "src/io/async_io.hpp"
 #include "shoal/scope/timeout.hpp"
 #include "shoal/time/sleep.hpp"
 #include "src/net/sys.hpp"
@@ -27,8 +28,6 @@ using detail::IoSource;
 namespace io = detail::io;
 
 using detail::io_check_cancelled;
-
-using detail::YieldIfOutOfBudget;
 
 std::string peer_of(int fd) {
   sockaddr_storage ss{};
@@ -72,41 +71,43 @@ void Stream::close() noexcept {
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
 }
 
-// The wait of an operation on a stream with an idle limit: the limit cuts
-// the wait, not the whole operation, so a slow but moving peer is fine.
-Task<void> Stream::wait_with_idle_limit(IoSource* s, std::uint32_t bit, const char* op) {
-  auto wait = [](IoSource* s, std::uint32_t bit) -> Task<void> { co_await detail::IoReadyAwaiter(s, bit); };
-  if (!co_await move_on_after(idle_timeout_, wait(s, bit))) {
-    throw net::IdleTimeout("shoal::net: " + std::string(op) + " (" + peer_of(fd_) + "): idle for " +
-                           std::to_string(idle_timeout_.count()) + " ms");
-  }
-}
-
 IoSource* Stream::source(std::uint32_t ready_hint) {
   if (fd_ < 0) throw std::logic_error("shoal::net::Stream: used after close (or moved from)");
   return src_.get(fd_, ready_hint);
 }
 
-Task<std::size_t> Stream::read_some(std::span<std::byte> buf) {
+namespace {
+[[noreturn]] void idle_expired(int fd, const char* op, std::chrono::milliseconds limit) {
+  throw IdleTimeout("shoal::net: " + std::string(op) + " (" + peer_of(fd) + "): idle for " +
+                    std::to_string(limit.count()) + " ms");
+}
+
+detail::IdleLimit idle_limit(const Stream& s, const char* op) noexcept { return {s.idle_timeout(), op, &idle_expired}; }
+
+// An empty buffer moves nothing and never waits (cached readiness would
+// otherwise make it wait for an edge); it is still a checkpoint.
+Task<std::size_t> nothing_to_move() {
   io_check_cancelled();
-  IoSource* s = source(io::readable | io::writable);
-  for (;;) {
-    const std::uint32_t seen = s->state.load(std::memory_order_acquire);
-    const ssize_t n = ::read(fd_, buf.data(), buf.size());  // sockets and pipes alike
-    if (n >= 0) {
-      co_await YieldIfOutOfBudget{};
-      co_return static_cast<std::size_t>(n);
-    }
-    const int err = errno;
-    if (err == EINTR) continue;
-    if (err != EAGAIN && err != EWOULDBLOCK) io_error("read", fd_, err);
-    if (!detail::io_clear(s, seen, io::readable)) continue;
-    if (idle_timeout_.count() > 0) {
-      co_await wait_with_idle_limit(s, io::readable, "read");
-    } else {
-      co_await detail::IoReadyAwaiter(s, io::readable);
-    }
-  }
+  co_return 0;
+}
+}  // namespace
+
+Task<std::size_t> Stream::read_some(std::span<std::byte> buf) {
+  if (buf.empty()) return nothing_to_move();
+  return detail::async_io(source(io::readable | io::writable), io::readable, idle_limit(*this, "read"),
+                          [fd = fd_, buf](detail::IoAttempt& a) -> std::optional<std::size_t> {
+                            for (;;) {
+                              const ssize_t n = ::read(fd, buf.data(), buf.size());  // sockets and pipes alike
+                              if (n > 0) {
+                                if (static_cast<std::size_t>(n) < buf.size()) a.drained(io::readable);
+                                return static_cast<std::size_t>(n);
+                              }
+                              if (n == 0) return 0;  // the end of the stream stays readable
+                              if (errno == EINTR) continue;
+                              if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
+                              io_error("read", fd, errno);
+                            }
+                          });
 }
 
 Task<void> Stream::read_exact(std::span<std::byte> buf) {
@@ -122,34 +123,29 @@ Task<void> Stream::read_exact(std::span<std::byte> buf) {
 }
 
 Task<std::size_t> Stream::write_some(std::span<const std::byte> buf) {
-  io_check_cancelled();
-  IoSource* s = source(io::readable | io::writable);
-  for (;;) {
-    const std::uint32_t seen = s->state.load(std::memory_order_acquire);
-    const ssize_t n = ::send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL);
-    if (n >= 0) {
-      co_await YieldIfOutOfBudget{};
-      co_return static_cast<std::size_t>(n);
-    }
-    const int err = errno;
-    if (err == EINTR) continue;
-    if (err == ENOTSOCK) {  // a pipe behind a Stream (SIGPIPE is ignored: EPIPE instead)
-      const ssize_t w = ::write(fd_, buf.data(), buf.size());
-      if (w >= 0) {
-        co_await YieldIfOutOfBudget{};
-        co_return static_cast<std::size_t>(w);
-      }
-      if (errno != EAGAIN && errno != EINTR) io_error("write", fd_, errno);
-    } else if (err != EAGAIN && err != EWOULDBLOCK) {
-      io_error("write", fd_, err);
-    }
-    if (!detail::io_clear(s, seen, io::writable)) continue;
-    if (idle_timeout_.count() > 0) {
-      co_await wait_with_idle_limit(s, io::writable, "write");
-    } else {
-      co_await detail::IoReadyAwaiter(s, io::writable);
-    }
-  }
+  if (buf.empty()) return nothing_to_move();
+  return detail::async_io(source(io::readable | io::writable), io::writable, idle_limit(*this, "write"),
+                          [fd = fd_, buf](detail::IoAttempt& a) -> std::optional<std::size_t> {
+                            for (;;) {
+                              const ssize_t n = ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL);
+                              if (n >= 0) {
+                                if (static_cast<std::size_t>(n) < buf.size()) a.drained(io::writable);
+                                return static_cast<std::size_t>(n);
+                              }
+                              if (errno == EINTR) continue;
+                              if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
+                              if (errno != ENOTSOCK) io_error("write", fd, errno);
+                              break;
+                            }
+                            // A pipe behind a Stream (SIGPIPE is ignored: EPIPE instead).
+                            for (;;) {
+                              const ssize_t w = ::write(fd, buf.data(), buf.size());
+                              if (w >= 0) return static_cast<std::size_t>(w);
+                              if (errno == EINTR) continue;
+                              if (errno == EAGAIN) return std::nullopt;
+                              io_error("write", fd, errno);
+                            }
+                          });
 }
 
 Task<void> Stream::write_all(std::span<const std::byte> buf) {
@@ -158,25 +154,20 @@ Task<void> Stream::write_all(std::span<const std::byte> buf) {
 }
 
 Task<void> Stream::wait_readable() {
-  io_check_cancelled();
-  IoSource* s = source(io::readable | io::writable);
-  for (;;) {
-    const std::uint32_t seen = s->state.load(std::memory_order_acquire);
-    pollfd p{fd_, POLLIN, 0};  // sockets and pipes alike; no data is consumed
-    const int n = ::poll(&p, 1, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n != 0) {  // data, the end of the stream, or an error the read will report
-      co_await YieldIfOutOfBudget{};
-      co_return;
-    }
-    if (!detail::io_clear(s, seen, io::readable)) continue;
-    if (idle_timeout_.count() > 0) {
-      co_await wait_with_idle_limit(s, io::readable, "wait_readable");
-    } else {
-      co_await detail::IoReadyAwaiter(s, io::readable);
-    }
-    co_return;  // a readable edge (or a hang-up) woke us: no second poll
-  }
+  return detail::async_io(source(io::readable | io::writable), io::readable, idle_limit(*this, "wait_readable"),
+                          [fd = fd_](detail::IoAttempt& a) {
+                            if (a.woken) {  // a readable edge (or a hang-up) woke us: no poll, no yield
+                              a.yield = false;
+                              return true;
+                            }
+                            for (;;) {
+                              pollfd p{fd, POLLIN, 0};  // sockets and pipes alike; no data is consumed
+                              const int n = ::poll(&p, 1, 0);
+                              if (n < 0 && errno == EINTR) continue;
+                              // data, the end of the stream, or an error the read will report
+                              return n != 0;
+                            }
+                          });
 }
 
 void Stream::shutdown(Shutdown how) {
@@ -257,37 +248,36 @@ Address Listener::local_address() const {
 }
 
 Task<Stream> Listener::accept() {
-  io_check_cancelled();
   if (fd_ < 0) throw std::logic_error("shoal::net::Listener::accept: the listener is closed (or moved from)");
-  IoSource* s = src_.get(fd_, io::readable);
-  auto backoff = std::chrono::milliseconds(5);
-  for (;;) {
-    const std::uint32_t seen = s->state.load(std::memory_order_acquire);
-    const int fd = shoal::detail::sys::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd >= 0) {
-      co_await YieldIfOutOfBudget{};
-      co_return Stream(fd);
-    }
-    const int err = errno;
-    if (err == EINTR || err == ECONNABORTED) continue;
-    if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
-      // Out of descriptors or memory: the pending connection stays in the
-      // backlog. Back off (a checkpoint) instead of spinning on readiness.
-      if (!warned_) {
-        warned_ = true;
-        try {
-          std::fprintf(stderr, "shoal: accept on %s: %s; backing off until resources free up\n",
-                       local_address().to_string().c_str(), std::generic_category().message(err).c_str());
-        } catch (...) {  // the text needs memory too: the back-off must not fail for it
-          std::fputs("shoal: accept: out of descriptors or memory; backing off until resources free up\n", stderr);
-        }
-      }
-      co_await sleep_for(backoff);
-      if (backoff < std::chrono::milliseconds(500)) backoff *= 2;
-      continue;
-    }
-    if (err != EAGAIN && err != EWOULDBLOCK) io_error("accept", fd_, err);
-    if (detail::io_clear(s, seen, io::readable)) co_await detail::IoReadyAwaiter(s, io::readable);
+  return detail::async_io(src_.get(fd_, io::readable), io::readable, {},
+                          [this](detail::IoAttempt& a) -> std::optional<Stream> {
+                            for (;;) {
+                              const int fd =
+                                  shoal::detail::sys::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                              if (fd >= 0) return Stream(fd);
+                              const int err = errno;
+                              if (err == EINTR || err == ECONNABORTED) continue;
+                              if (err == EAGAIN || err == EWOULDBLOCK) return std::nullopt;
+                              if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM) {
+                                io_error("accept", fd_, err);
+                              }
+                              // Out of descriptors or memory: the pending connection stays in
+                              // the backlog. Back off (a checkpoint) instead of spinning.
+                              warn_backing_off(err);
+                              a.back_off = true;
+                              return std::nullopt;
+                            }
+                          });
+}
+
+void Listener::warn_backing_off(int err) noexcept {
+  if (warned_) return;
+  warned_ = true;
+  try {
+    std::fprintf(stderr, "shoal: accept on %s: %s; backing off until resources free up\n",
+                 local_address().to_string().c_str(), std::generic_category().message(err).c_str());
+  } catch (...) {  // the text needs memory too: the back-off must not fail for it
+    std::fputs("shoal: accept: out of descriptors or memory; backing off until resources free up\n", stderr);
   }
 }
 

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "src/io/io_source.hpp"
+#include "src/io/async_io.hpp"
 #include "shoal/runtime/spawn_blocking.hpp"
 
 namespace shoal::net {
@@ -18,7 +18,6 @@ namespace {
 using detail::IoSource;
 namespace io = detail::io;
 
-using detail::io_check_cancelled;
 
 [[noreturn]] void udp_error(const std::string& what, int err) {
   throw std::system_error(err, std::generic_category(), "shoal::net::UdpSocket::" + what);
@@ -63,39 +62,35 @@ IoSource* UdpSocket::source() {
 }
 
 Task<std::size_t> UdpSocket::send_to(std::span<const std::byte> data, Address to) {
-  io_check_cancelled();
-  IoSource* s = source();
-  for (;;) {
-    const std::uint32_t seen = s->state.load(std::memory_order_acquire);
-    const ssize_t n = ::sendto(fd_, data.data(), data.size(), MSG_NOSIGNAL, to.native(), to.native_size());
-    if (n >= 0) {
-      co_await detail::YieldIfOutOfBudget{};
-      co_return static_cast<std::size_t>(n);
-    }
-    const int err = errno;
-    if (err == EINTR) continue;
-    if (err != EAGAIN && err != EWOULDBLOCK) udp_error("send_to " + to.to_string(), err);
-    if (detail::io_clear(s, seen, io::writable)) co_await detail::IoReadyAwaiter(s, io::writable);
-  }
+  return detail::async_io(source(), io::writable, {},
+                          [fd = fd_, data, to = std::move(to)](detail::IoAttempt&) -> std::optional<std::size_t> {
+                            for (;;) {
+                              const ssize_t n =
+                                  ::sendto(fd, data.data(), data.size(), MSG_NOSIGNAL, to.native(), to.native_size());
+                              if (n >= 0) return static_cast<std::size_t>(n);
+                              if (errno == EINTR) continue;
+                              if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
+                              udp_error("send_to " + to.to_string(), errno);
+                            }
+                          });
 }
 
 Task<Datagram> UdpSocket::recv_from(std::span<std::byte> buf) {
-  io_check_cancelled();
-  IoSource* s = source();
-  for (;;) {
-    const std::uint32_t seen = s->state.load(std::memory_order_acquire);
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    const ssize_t n = ::recvfrom(fd_, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&ss), &len);
-    if (n >= 0) {
-      co_await detail::YieldIfOutOfBudget{};
-      co_return Datagram{static_cast<std::size_t>(n), Address::from_native(reinterpret_cast<sockaddr*>(&ss), len)};
+  // A datagram shorter than `buf` says nothing about the next one: no
+  // readiness is dropped on success.
+  return detail::async_io(source(), io::readable, {}, [fd = fd_, buf](detail::IoAttempt&) -> std::optional<Datagram> {
+    for (;;) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      const ssize_t n = ::recvfrom(fd, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&ss), &len);
+      if (n >= 0) {
+        return Datagram{static_cast<std::size_t>(n), Address::from_native(reinterpret_cast<sockaddr*>(&ss), len)};
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
+      udp_error("recv_from", errno);
     }
-    const int err = errno;
-    if (err == EINTR) continue;
-    if (err != EAGAIN && err != EWOULDBLOCK) udp_error("recv_from", err);
-    if (detail::io_clear(s, seen, io::readable)) co_await detail::IoReadyAwaiter(s, io::readable);
-  }
+  });
 }
 
 Address UdpSocket::local_address() const {

@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "src/io/io_source.hpp"
+#include "src/io/async_io.hpp"
 #include "shoal/time/sleep.hpp"
 
 extern char** environ;
@@ -201,29 +201,31 @@ Task<ExitStatus> Child::wait() {
       if (src != nullptr) detail::io_deregister(src);
     }
   } watch;
-  if (pidfd_ >= 0) watch.src = detail::io_register(pidfd_, 0);
-  auto backoff = std::chrono::milliseconds(1);
-  for (;;) {
-    detail::io_check_cancelled();
-    const std::uint32_t seen = watch.src != nullptr ? watch.src->state.load(std::memory_order_acquire) : 0;
-    int st = 0;
-    const pid_t r = ::waitpid(pid_, &st, WNOHANG);
-    if (r == pid_) {
-      status_ = decode(st);
-      co_return *status_;
-    }
-    if (r < 0 && errno != EINTR) {
-      throw std::system_error(errno, std::generic_category(), "shoal::process::Child::wait " + std::to_string(pid_));
-    }
-    if (r < 0) continue;
-    if (watch.src != nullptr) {
-      if (detail::io_clear(watch.src, seen, detail::io::readable)) {
-        co_await detail::IoReadyAwaiter(watch.src, detail::io::readable);
+  // Reaps the child if it has exited. EINTR is retried.
+  auto reap = [this]() -> std::optional<ExitStatus> {
+    for (;;) {
+      int st = 0;
+      const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+      if (r == pid_) return status_ = decode(st);
+      if (r == 0) return std::nullopt;
+      if (errno != EINTR) {
+        throw std::system_error(errno, std::generic_category(), "shoal::process::Child::wait " + std::to_string(pid_));
       }
-    } else {
-      co_await sleep_for(backoff);  // no pidfd: poll, backing off
-      if (backoff < std::chrono::milliseconds(50)) backoff *= 2;
     }
+  };
+  if (pidfd_ >= 0) {
+    // A pidfd turns readable when the child exits: the first attempt
+    // happens at once, later ones on its edge.
+    watch.src = detail::io_register(pidfd_, detail::io::readable);
+    co_return co_await detail::async_io(watch.src, detail::io::readable, {},
+                                        [&reap](detail::IoAttempt&) { return reap(); });
+  }
+  auto backoff = std::chrono::milliseconds(1);
+  for (;;) {  // no pidfd: poll, backing off
+    detail::io_check_cancelled();
+    if (auto st = reap()) co_return *st;
+    co_await sleep_for(backoff);
+    if (backoff < std::chrono::milliseconds(50)) backoff *= 2;
   }
 }
 

@@ -22,7 +22,7 @@
 #include <system_error>
 #include <vector>
 
-#include "src/io/io_source.hpp"
+#include "src/io/async_io.hpp"
 
 namespace shoal::signal {
 namespace {
@@ -102,22 +102,19 @@ struct PipeWatch {
 Task<int> wait_for(std::vector<int> wanted) {
   PipeWatch watch;
   watch.src = detail::io_register(watch.fd, detail::io::readable);
-  for (;;) {
-    detail::io_check_cancelled();
-    const std::uint32_t seen = watch.src->state.load(std::memory_order_acquire);
-    while (drain(watch.fd)) {
-    }
-    for (int s : wanted) {
-      auto& p = g_pending[static_cast<std::size_t>(s)];
-      long v = p.load(std::memory_order_acquire);
-      while (v > 0) {
-        if (p.compare_exchange_weak(v, v - 1, std::memory_order_acq_rel)) co_return s;
-      }
-    }
-    if (detail::io_clear(watch.src, seen, detail::io::readable)) {
-      co_await detail::IoReadyAwaiter(watch.src, detail::io::readable);
-    }
-  }
+  co_return co_await detail::async_io(watch.src, detail::io::readable, {},
+                                      [&watch, &wanted](detail::IoAttempt&) -> std::optional<int> {
+                                        while (drain(watch.fd)) {
+                                        }
+                                        for (int s : wanted) {
+                                          auto& p = g_pending[static_cast<std::size_t>(s)];
+                                          long v = p.load(std::memory_order_acquire);
+                                          while (v > 0) {
+                                            if (p.compare_exchange_weak(v, v - 1, std::memory_order_acq_rel)) return s;
+                                          }
+                                        }
+                                        return std::nullopt;
+                                      });
 }
 
 }  // namespace

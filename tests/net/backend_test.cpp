@@ -124,9 +124,10 @@ TEST_P(BackendTest, HangUpWakesBothTheReaderAndTheWriter) {
   (void)wait_for(token(0), p.a);  // the initial writable report
   ::close(p.b);
   p.b = -1;
+  constexpr std::uint32_t kAll = kBoth | io::closed(kBoth);
   std::uint32_t bits = 0;
-  for (int i = 0; i < 5 && bits != kBoth; ++i) bits |= wait_for(token(0), p.a);
-  EXPECT_EQ(bits, kBoth) << "a hang-up must wake a reader and a writer";
+  for (int i = 0; i < 5 && bits != kAll; ++i) bits |= wait_for(token(0), p.a);
+  EXPECT_EQ(bits, kAll) << "a hang-up must wake a reader and a writer, and close both directions for good";
   backend->remove(p.a);
 }
 
@@ -136,9 +137,10 @@ TEST_P(BackendTest, AnErrorWakesBothTheReaderAndTheWriter) {
   backend->add(fds[1], kBoth, token(0));  // the write end
   (void)wait_for(token(0), fds[1]);
   ::close(fds[0]);  // writing now fails (EPIPE): an error condition
+  constexpr std::uint32_t kAll = kBoth | io::closed(kBoth);
   std::uint32_t bits = 0;
-  for (int i = 0; i < 5 && bits != kBoth; ++i) bits |= wait_for(token(0), fds[1]);
-  EXPECT_EQ(bits, kBoth);
+  for (int i = 0; i < 5 && bits != kAll; ++i) bits |= wait_for(token(0), fds[1]);
+  EXPECT_EQ(bits, kAll);
   backend->remove(fds[1]);
   ::close(fds[1]);
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "shoal/net/stream.hpp"
+#include "support/frame_counter.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -257,6 +258,54 @@ SHOAL_TEST(StreamTest, IdleConnectionsWaitWithoutSpinning) {
     for (auto& c : clients) c.shutdown(shoal::net::Shutdown::write);
   });
   EXPECT_EQ(woke.load(), kConns);
+}
+
+// A short read drops the cached readability, so the next read waits for an
+// edge instead of making a syscall that says EAGAIN. The end of the stream
+// that came in the same event as the last bytes must survive that: on one
+// worker the event (data and hang-up at once) is always seen before the
+// read, and without the closed bit the second read waited forever.
+SHOAL_TEST(StreamTest, TheEndOfAStreamThatCameWithItsLastBytesIsSeenAfterAShortRead) {
+  int sv[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+  Stream reader(sv[0]);
+  Stream writer(sv[1]);
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      co_await reader.wait_readable();  // nothing yet: waits for the edge
+      std::vector<char> buf(16);
+      EXPECT_EQ(co_await reader.read_some(bytes(buf)), 3u);  // short: readability dropped
+      EXPECT_EQ(co_await reader.read_some(bytes(buf)), 0u);  // the end of the stream is still there
+    });
+    co_await shoal::checkpoint();  // let the reader reach its wait
+    co_await writer.write_all(std::string_view("abc"));
+    writer.shutdown(shoal::net::Shutdown::write);  // no suspension between: one event carries both
+  });
+}
+
+// An idle limit is a timer entry in the wait's awaiter: a read that waits
+// under one allocates its own frame and nothing else (it was three frames
+// and a cancel scope: a move_on_after around a wait task).
+SHOAL_TEST(StreamTest, AReadUnderAnIdleLimitAllocatesOnlyItsOwnFrame) {
+  int sv[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+  Stream reader(sv[0]);
+  Stream writer(sv[1]);
+  reader.set_idle_timeout(5ms);
+  std::vector<char> buf(16);
+  for (int round = 0; round < 2; ++round) {  // the first registers the socket and grows the timer heap
+    shoal::test::FrameCounter frames;
+    try {
+      (void)co_await reader.read_some(bytes(buf));
+      ADD_FAILURE() << "no IdleTimeout";
+    } catch (const shoal::net::IdleTimeout&) {
+    }
+    if (round == 1) {
+      EXPECT_EQ(frames.allocations(), 1) << "frames beyond the read's own";
+    }
+  }
+  co_await writer.write_all(std::string_view("x"));  // the limit cut the waits, not the stream
+  EXPECT_EQ(co_await reader.read_some(bytes(buf)), 1u);
 }
 
 TEST(AddressTest, ParsesIpv4Ipv6AndUnix) {

@@ -73,9 +73,8 @@ class Stream {
   Task<void> read_exact(std::span<std::byte> buf);
   /// Writes what the socket takes now (waits if it takes nothing); returns
   /// how many bytes went out (0 for an empty `buf`).
-  /// Checkpoint: yes; a socket write that need not wait yields once per
-  ///   budget after it (the count is returned even if cancelled then). A
-  ///   pipe write never yields.
+  /// Checkpoint: yes; a write that need not wait yields once per budget
+  ///   after it (the count is returned even if cancelled then).
   /// Cancellation: nothing was written.
   /// Thread-safety: one writing task at a time (two would interleave their
   ///   bytes); a reader may run beside it.
@@ -95,7 +94,7 @@ class Stream {
   /// Waits until a read would not wait (data, end of stream or an error),
   /// without reading: an idle connection then holds no buffer.
   /// Checkpoint: yes (cancellation is checked first); when already readable
-  ///   it returns at once, without a budget yield.
+  ///   it yields once per budget, like a read that need not wait.
   /// Cancellation: nothing was consumed.
   /// Thread-safety: as read_some.
   /// Throws: Cancelled; IdleTimeout; std::bad_alloc (the idle limit's timer).
@@ -120,7 +119,6 @@ class Stream {
   friend Task<Stream> connect(Address address, std::chrono::milliseconds timeout);
   static Task<Stream> connect_now(Address address);
   detail::IoSource* source(std::uint32_t ready_hint);
-  Task<void> wait_with_idle_limit(detail::IoSource* s, std::uint32_t bit, const char* op);
   int fd_ = -1;
   detail::IoSlot src_;  // registered at the first operation
   std::chrono::milliseconds idle_timeout_{0};
@@ -165,6 +163,7 @@ class Listener {
   void close() noexcept;
 
  private:
+  void warn_backing_off(int err) noexcept;
   int fd_ = -1;
   detail::IoSlot src_;  // registered at the first operation
   bool warned_ = false;

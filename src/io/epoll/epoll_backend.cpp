@@ -82,7 +82,8 @@ std::size_t EpollBackend::wait(std::chrono::nanoseconds timeout, std::span<Event
     std::uint32_t ready = 0;
     if ((evs[i].events & (EPOLLIN | EPOLLRDHUP)) != 0) ready |= readable;
     if ((evs[i].events & EPOLLOUT) != 0) ready |= writable;
-    if ((evs[i].events & (EPOLLERR | EPOLLHUP)) != 0) ready |= readable | writable;
+    if ((evs[i].events & EPOLLRDHUP) != 0) ready |= read_closed;
+    if ((evs[i].events & (EPOLLERR | EPOLLHUP)) != 0) ready |= readable | writable | read_closed | write_closed;
     out[count++] = Event{evs[i].data.ptr, ready};
   }
   return count;

@@ -89,7 +89,8 @@ std::size_t PollBackend::wait(std::chrono::nanoseconds timeout, std::span<Event>
     std::uint32_t ready = 0;
     if ((pfds[i].revents & (POLLIN | POLLHUP | POLLRDHUP)) != 0) ready |= readable;
     if ((pfds[i].revents & POLLOUT) != 0) ready |= writable;
-    if ((pfds[i].revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) ready |= readable | writable;
+    if ((pfds[i].revents & POLLRDHUP) != 0) ready |= read_closed;
+    if ((pfds[i].revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) ready |= readable | writable | read_closed | write_closed;
     it->second.interest &= ~ready;  // one report per arming
     out[count++] = Event{it->second.token, ready};
   }
