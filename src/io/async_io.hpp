@@ -35,8 +35,8 @@ struct IoAttempt {
 struct IdleLimit {
   std::chrono::milliseconds limit{0};  // zero: none
   const char* op = nullptr;            // named in the error
-  /// Throws the error for `fd`'s operation `op` having waited `limit`.
-  [[noreturn]] void (*expired)(int fd, const char* op, std::chrono::milliseconds limit) = nullptr;
+  /// Throws the error for `fd`'s operation `op` having waited `limit` (it must throw).
+  void (*expired)(int fd, const char* op, std::chrono::milliseconds limit) = nullptr;
 };
 
 template <class Attempt, class Made = std::invoke_result_t<Attempt&, IoAttempt&>>
