@@ -1,16 +1,91 @@
-// shoal::Runtime: the facade over a Scheduler; root tasks and run/block_on.
+// shoal::Runtime: the facade over a Scheduler; its options, root tasks and
+// run/block_on, and the report of a fault nobody can rethrow.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <ostream>
 #include <stdexcept>
 #include <string>
 
 #include "shoal/runtime/run.hpp"
+#include "shoal/scope/scope.hpp"
 #include "src/runtime/scheduler.hpp"
 
 namespace shoal {
 namespace detail {
+namespace {
+
+std::size_t default_workers() {
+  long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores < 1) cores = 1;
+  return static_cast<std::size_t>(std::clamp<long>(cores, 2, 32));
+}
+
+RuntimeOptions normalize(RuntimeOptions o) {
+  if (o.manual_clock && !o.deterministic_seed) {
+    throw std::invalid_argument(
+        "shoal: RuntimeOptions::manual_clock requires deterministic_seed (use RuntimeOptions::simulated(seed))");
+  }
+  if (o.deterministic_seed) {
+    o.workers = 1;
+  } else if (o.workers == 0) {
+    const char* env = std::getenv("SHOAL_THREADS");
+    o.workers = (env != nullptr) ? parse_thread_count(env) : default_workers();
+  } else if (o.workers > 1024) {
+    throw std::invalid_argument("shoal: RuntimeOptions::workers = " + std::to_string(o.workers) +
+                                " is out of range (expected 1..1024)");
+  }
+  return o;
+}
+
+// A write to a closed socket or pipe must be an EPIPE error, never a signal
+// that kills the process (Rust's std and Go do the same).
+void ignore_sigpipe() noexcept {
+  struct sigaction old_action {};
+  if (::sigaction(SIGPIPE, nullptr, &old_action) == 0 && old_action.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+}
+
+/// The options a Scheduler runs with, and the process set up for a runtime.
+RuntimeOptions prepare(RuntimeOptions o) {
+  o = normalize(std::move(o));
+  ignore_sigpipe();
+  return o;
+}
+
+}  // namespace
 
 void dump_all_runtimes(std::ostream& out);
+
+void Scheduler::add_root(CancelNode* n) {
+  shim::lock_guard<shim::mutex> g(roots_mu_);
+  roots_.push_back(n);
+}
+
+void Scheduler::remove_root(CancelNode* n) noexcept {
+  shim::lock_guard<shim::mutex> g(roots_mu_);
+  roots_.erase(std::find(roots_.begin(), roots_.end(), n));
+}
+
+void Scheduler::cancel_roots() noexcept {
+  shim::lock_guard<shim::mutex> g(roots_mu_);
+  for (CancelNode* n : roots_) n->cancel(false);
+}
+
+void Scheduler::report_suppressed(const std::exception_ptr& e) noexcept {
+  if (options_.on_suppressed_fault) {
+    try {
+      options_.on_suppressed_fault(e);
+    } catch (...) {
+      std::fputs("shoal: on_suppressed_fault threw; ignored\n", stderr);
+    }
+    return;
+  }
+  print_fault("shoal: suppressed fault (its scope already had one): ", e);
+}
 
 std::coroutine_handle<> RootOwner::task_done(TaskRecord&, PromiseBase&, std::coroutine_handle<>) noexcept {
   shim::lock_guard<shim::mutex> g(mu_);
@@ -44,7 +119,8 @@ std::size_t parse_thread_count(const char* value) {
   return n;
 }
 
-Runtime::Runtime(RuntimeOptions options) : sched_(std::make_unique<detail::Scheduler>(std::move(options))) {}
+Runtime::Runtime(RuntimeOptions options)
+    : sched_(std::make_unique<detail::Scheduler>(detail::prepare(std::move(options)))) {}
 Runtime::~Runtime() = default;
 
 void Runtime::start_root(detail::RootOwner& root, detail::PromiseBase& p, std::coroutine_handle<> h) {

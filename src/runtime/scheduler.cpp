@@ -19,9 +19,6 @@
 // backend's wait; others block on a futex. See idle.hpp for the wake protocol.
 #include "src/runtime/scheduler.hpp"
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -37,43 +34,12 @@ namespace {
 thread_local Worker* tls_worker = nullptr;
 thread_local TaskRecord* tls_record = nullptr;
 
-std::size_t default_workers() {
-  long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
-  if (cores < 1) cores = 1;
-  return static_cast<std::size_t>(std::clamp<long>(cores, 2, 32));
-}
-
-RuntimeOptions normalize(RuntimeOptions o) {
-  if (o.manual_clock && !o.deterministic_seed) {
-    throw std::invalid_argument(
-        "shoal: RuntimeOptions::manual_clock requires deterministic_seed (use RuntimeOptions::simulated(seed))");
-  }
-  if (o.deterministic_seed) {
-    o.workers = 1;
-  } else if (o.workers == 0) {
-    const char* env = std::getenv("SHOAL_THREADS");
-    o.workers = (env != nullptr) ? parse_thread_count(env) : default_workers();
-  } else if (o.workers > 1024) {
-    throw std::invalid_argument("shoal: RuntimeOptions::workers = " + std::to_string(o.workers) +
-                                " is out of range (expected 1..1024)");
-  }
-  return o;
-}
-
-// A write to a closed socket or pipe must be an EPIPE error, never a signal
-// that kills the process (Rust's std and Go do the same).
-void ignore_sigpipe() noexcept {
-  struct sigaction old_action {};
-  if (::sigaction(SIGPIPE, nullptr, &old_action) == 0 && old_action.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
-}
-
 inline std::uint32_t pin_of(const TaskRecord* f) noexcept { return f->flags >> TaskRecord::kPinShift; }
 
 }  // namespace
 
 Scheduler::Scheduler(RuntimeOptions options)
-    : options_(normalize(std::move(options))), driver_(*this, options_.manual_clock), idle_(options_.workers) {
-  ignore_sigpipe();
+    : options_(std::move(options)), driver_(*this, options_.manual_clock), idle_(options_.workers) {
   if (options_.deterministic_seed) det_ = std::make_unique<DeterministicExecutor>(*options_.deterministic_seed);
   try {
     workers_.reserve(options_.workers);
@@ -349,33 +315,6 @@ void Scheduler::worker_main(Worker& w) noexcept {
     }
     run_task(w, f);
   }
-}
-
-void Scheduler::add_root(CancelNode* n) {
-  shim::lock_guard<shim::mutex> g(roots_mu_);
-  roots_.push_back(n);
-}
-
-void Scheduler::remove_root(CancelNode* n) noexcept {
-  shim::lock_guard<shim::mutex> g(roots_mu_);
-  roots_.erase(std::find(roots_.begin(), roots_.end(), n));
-}
-
-void Scheduler::cancel_roots() noexcept {
-  shim::lock_guard<shim::mutex> g(roots_mu_);
-  for (CancelNode* n : roots_) n->cancel(false);
-}
-
-void Scheduler::report_suppressed(const std::exception_ptr& e) noexcept {
-  if (options_.on_suppressed_fault) {
-    try {
-      options_.on_suppressed_fault(e);
-    } catch (...) {
-      std::fputs("shoal: on_suppressed_fault threw; ignored\n", stderr);
-    }
-    return;
-  }
-  print_fault("shoal: suppressed fault (its scope already had one): ", e);
 }
 
 // ---- free functions from task.hpp and friends ----------------------------
