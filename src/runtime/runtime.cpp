@@ -87,7 +87,13 @@ void Scheduler::report_suppressed(const std::exception_ptr& e) noexcept {
   print_fault("shoal: suppressed fault (its scope already had one): ", e);
 }
 
-std::coroutine_handle<> RootOwner::task_done(TaskRecord&, PromiseBase&, std::coroutine_handle<>) noexcept {
+void RootOwner::start(Scheduler* s, PromiseBase& p, std::coroutine_handle<> h) noexcept {
+  attach_root(s);
+  launch(p.own_record_, p.record_, h, 0, false);  // not on a worker: injected
+}
+
+std::coroutine_handle<> RootOwner::task_done(TaskRecord& f, PromiseBase&, std::coroutine_handle<>) noexcept {
+  (void)child_ended(f, nullptr);  // unlinks it; its result (or fault) stays in its promise
   shim::lock_guard<shim::mutex> g(mu_);
   done_ = true;
   cv_.notify_one();
@@ -129,22 +135,15 @@ void Runtime::start_root(detail::RootOwner& root, detail::PromiseBase& p, std::c
     throw std::logic_error("shoal::Runtime::block_on: called from one of the runtime's own workers (would deadlock)");
   }
   try {
-    sched_->add_root(&root.node);
+    sched_->add_root(&root.node());
   } catch (...) {
     h.destroy();
     throw;
   }
-  detail::TaskRecord& f = p.own_record_;
-  root.node.attach(nullptr, &f, sched_.get());
-  f.sched = sched_.get();
-  f.owner = &root;
-  f.node.store(&root.node, std::memory_order_relaxed);
-  f.resume = h;
-  p.record_ = &f;
-  sched_->inject(&f);
+  root.start(sched_.get(), p, h);
 }
 
-void Runtime::finish_root(detail::RootOwner& root) noexcept { sched_->remove_root(&root.node); }
+void Runtime::finish_root(detail::RootOwner& root) noexcept { sched_->remove_root(&root.node()); }
 
 void Runtime::cancel() noexcept { sched_->cancel_roots(); }
 

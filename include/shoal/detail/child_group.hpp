@@ -83,7 +83,11 @@ class ChildGroup : public TaskOwner {
 
  protected:
   explicit ChildGroup(TaskRecord* body) noexcept : body_(body) { node_.enter(body); }
+  /// A group with no body (the runtime's root): attach_root() before launch.
+  ChildGroup() noexcept : body_(nullptr) {}
   ~ChildGroup() = default;
+  /// The bodiless group's node heads a cancel tree of runtime `s`.
+  void attach_root(Scheduler* s) noexcept { node_.attach(nullptr, nullptr, s); }
 
   /// Starts the child whose frame is `h` (its record `cf` in its promise)
   /// on any worker, or pinned to this one (`local`). Not linked into the

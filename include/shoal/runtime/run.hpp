@@ -12,6 +12,7 @@
 #include <optional>
 #include <ostream>
 
+#include "shoal/detail/child_group.hpp"
 #include "shoal/runtime/errors.hpp"
 #include "shoal/runtime/task.hpp"
 
@@ -61,12 +62,19 @@ std::size_t parse_thread_count(const char* value);
 
 namespace detail {
 
-class RootOwner final : public TaskOwner {
+/// The owner of a root task: the one-child policy over the child-group core.
+/// Its group's node is the top of the runtime's cancel tree; the plain
+/// thread in block_on waits for the child (a fault is the child's result,
+/// so nothing is latched).
+class RootOwner final : public ChildGroup {
  public:
+  RootOwner() noexcept = default;
+  /// Starts the root task `h` on `s` (from a thread that is none of its workers).
+  void start(Scheduler* s, PromiseBase& p, std::coroutine_handle<> h) noexcept;
   std::coroutine_handle<> task_done(TaskRecord& f, PromiseBase& p,
                                      std::coroutine_handle<> frame) noexcept override;
   void wait() noexcept;
-  CancelNode node;
+  CancelNode& node() noexcept { return node_; }
 
  private:
   detail::shim::mutex mu_;
