@@ -54,13 +54,13 @@ void Scheduler::dump_node(std::ostream& out, CancelNode* n, int depth) const {
     return;
   }
   std::size_t waiting = 0, children = 0;
-  for (TaskRecord* f = n->first_record; f != nullptr; f = f->node_next) {
+  for (TaskRecord* f = n->records.front(); f != nullptr; f = n->records.next(f)) {
     if (f->hook.load(std::memory_order_relaxed) != nullptr) ++waiting;
   }
-  for (CancelNode* c = n->first_child; c != nullptr; c = c->next_sibling) ++children;
+  for (CancelNode* c = n->children.front(); c != nullptr; c = n->children.next(c)) ++children;
   out << ": body " << (n->body != nullptr && n->body->hook.load(std::memory_order_relaxed) ? "waiting" : "not waiting")
       << ", " << waiting << " children suspended at a wait, " << children << " nested scopes\n";
-  for (CancelNode* c = n->first_child; c != nullptr; c = c->next_sibling) dump_node(out, c, depth + 1);
+  for (CancelNode* c = n->children.front(); c != nullptr; c = n->children.next(c)) dump_node(out, c, depth + 1);
   n->lock.unlock();
 }
 

@@ -100,9 +100,7 @@ void CancelNode::attach(CancelNode* parent_node, TaskRecord* body_record, Schedu
   sched = s;
   if (parent == nullptr) return;
   parent->lock.lock();
-  next_sibling = parent->first_child;
-  if (next_sibling != nullptr) next_sibling->prev_sibling = this;
-  parent->first_child = this;
+  parent->children.push_front(this);
   if (!shielded && parent->cancelled.load(std::memory_order_relaxed)) {
     cancelled.store(true, std::memory_order_seq_cst);
   }
@@ -112,14 +110,8 @@ void CancelNode::attach(CancelNode* parent_node, TaskRecord* body_record, Schedu
 void CancelNode::detach() noexcept {
   if (parent == nullptr) return;
   parent->lock.lock();
-  if (prev_sibling != nullptr) {
-    prev_sibling->next_sibling = next_sibling;
-  } else {
-    parent->first_child = next_sibling;
-  }
-  if (next_sibling != nullptr) next_sibling->prev_sibling = prev_sibling;
+  parent->children.remove(this);
   parent->lock.unlock();
-  prev_sibling = next_sibling = nullptr;
 }
 
 void CancelNode::enter(TaskRecord* f) noexcept {
@@ -135,23 +127,14 @@ void CancelNode::leave(TaskRecord* f) noexcept {
 
 void CancelNode::add_record(TaskRecord* f) noexcept {
   lock.lock();
-  f->node_prev = nullptr;
-  f->node_next = first_record;
-  if (first_record != nullptr) first_record->node_prev = f;
-  first_record = f;
+  records.push_front(f);
   lock.unlock();
 }
 
 void CancelNode::remove_record(TaskRecord* f) noexcept {
   lock.lock();
-  if (f->node_prev != nullptr) {
-    f->node_prev->node_next = f->node_next;
-  } else {
-    first_record = f->node_next;
-  }
-  if (f->node_next != nullptr) f->node_next->node_prev = f->node_prev;
+  records.remove(f);
   lock.unlock();
-  f->node_prev = f->node_next = nullptr;
   f->flags &= ~TaskRecord::kLinked;
 }
 
@@ -160,8 +143,8 @@ void cancel_tree(CancelNode* n, TaskBatch& batch) noexcept {
   if (n->cancelled.exchange(true, std::memory_order_seq_cst)) return;
   n->lock.lock();
   if (n->body != nullptr) wake_for_cancel(n->body, batch);
-  for (TaskRecord* f = n->first_record; f != nullptr; f = f->node_next) wake_for_cancel(f, batch);
-  for (CancelNode* c = n->first_child; c != nullptr; c = c->next_sibling) {
+  for (TaskRecord* f = n->records.front(); f != nullptr; f = n->records.next(f)) wake_for_cancel(f, batch);
+  for (CancelNode* c = n->children.front(); c != nullptr; c = n->children.next(c)) {
     if (!c->shielded) cancel_tree(c, batch);
   }
   n->lock.unlock();

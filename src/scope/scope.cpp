@@ -46,10 +46,7 @@ std::coroutine_handle<> Scope::task_done(detail::TaskRecord& f, detail::PromiseB
   if ((f.flags & detail::TaskRecord::kRetained) != 0) {
     f.resume = frame;  // the frame to free if the result is never delivered
     node_.lock.lock();
-    f.node_prev = nullptr;
-    f.node_next = retained_;
-    if (retained_ != nullptr) retained_->node_prev = &f;
-    retained_ = &f;
+    retained_.push_front(&f);
     node_.lock.unlock();
     std::uintptr_t w = f.join.exchange(detail::TaskRecord::kJoinDone, std::memory_order_acq_rel);
     if (w > detail::TaskRecord::kJoinCancelPending) {
@@ -68,21 +65,14 @@ std::coroutine_handle<> Scope::task_done(detail::TaskRecord& f, detail::PromiseB
 
 void Scope::release_retained(detail::TaskRecord& f, std::coroutine_handle<> frame) noexcept {
   node_.lock.lock();
-  if (f.node_prev != nullptr) {
-    f.node_prev->node_next = f.node_next;
-  } else {
-    retained_ = f.node_next;
-  }
-  if (f.node_next != nullptr) f.node_next->node_prev = f.node_prev;
+  retained_.remove(&f);
   node_.lock.unlock();
   frame.destroy();
 }
 
 void Scope::leave() noexcept {
   leave_node();
-  while (retained_ != nullptr) {
-    detail::TaskRecord* f = retained_;
-    retained_ = f->node_next;
+  while (detail::TaskRecord* f = retained_.pop_front()) {
     if ((f->flags & detail::TaskRecord::kFaultDeferred) != 0) faults_.report_later(node_.sched, promise_of(*f).error_);
     f->resume.destroy();
   }

@@ -65,7 +65,7 @@ void event_race(bool with_set, bool with_cancel) {
   check(end != End::woken || with_set, "woken without a set");
   check(end != End::cancelled || with_cancel, "cancelled without a cancel");
   check(end != End::none, "the await neither returned nor threw");
-  check(node.first_record == nullptr, "the fiber is still in its scope's list");
+  check(node.records.empty(), "the task is still in its scope's list");
 }
 
 TEST(ModelWaitHook, EventSetRacesCancelExhaustiveBound2) {

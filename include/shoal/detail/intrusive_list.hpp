@@ -14,11 +14,22 @@ struct ListHook {
   bool is_linked() const noexcept { return next != nullptr; }
 };
 
-/// A list of `T`s, where T derives from ListHook<Tag>. Not thread-safe and
+/// Where an element keeps its hook for lists tagged `Tag`. By default the
+/// element derives from ListHook<Tag>; an element that must stay
+/// standard-layout (the task record, inside every promise) keeps the hook as
+/// a member and specializes this with offsetof.
+template <class T, class Tag>
+struct ListHookOf {
+  static ListHook<Tag>* hook(T* x) noexcept { return x; }
+  static T* element(ListHook<Tag>* h) noexcept { return static_cast<T*>(h); }
+};
+
+/// A list of `T`s linked through their ListHook<Tag>. Not thread-safe and
 /// not movable (elements point at the sentinel): the owner's lock guards it.
 template <class T, class Tag = void>
 class IntrusiveList {
   using Hook = ListHook<Tag>;
+  using Of = ListHookOf<T, Tag>;
 
  public:
   IntrusiveList() noexcept { head_.prev = head_.next = &head_; }
@@ -55,8 +66,8 @@ class IntrusiveList {
   static bool is_linked(const T* x) noexcept { return up(x)->is_linked(); }
 
  private:
-  static Hook* up(const T* x) noexcept { return const_cast<Hook*>(static_cast<const Hook*>(x)); }
-  static T* down(Hook* h) noexcept { return static_cast<T*>(h); }
+  static Hook* up(const T* x) noexcept { return Of::hook(const_cast<T*>(x)); }
+  static T* down(Hook* h) noexcept { return Of::element(h); }
   static void link_before(Hook* pos, Hook* h) noexcept {
     h->next = pos;
     h->prev = pos->prev;

@@ -6,9 +6,11 @@
 #pragma once
 
 #include <coroutine>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 
+#include "shoal/detail/intrusive_list.hpp"
 #include "shoal/detail/spin_lock.hpp"
 #include "shoal/detail/sync_shim.hpp"
 
@@ -18,6 +20,8 @@ class Scheduler;
 struct TaskRecord;
 struct CancelNode;
 struct PromiseBase;
+struct InNodeTag;   // a task record in its scope's node (or its retained list)
+struct ChildTag;    // a cancel node among its parent's children
 
 /// A wait that cancellation can interrupt. `cancel_wait` runs on the
 /// cancelling thread; it returns true if it took the waiter out of whatever
@@ -50,8 +54,7 @@ struct TaskRecord {
   TaskOwner* owner = nullptr;
   shim::atomic<CancelNode*> node{nullptr};  // innermost cancel node; written by the task only
   CancelNode* home = nullptr;            // the node of the scope it was spawned into
-  TaskRecord* node_prev = nullptr;            // links in home's list (home's lock), once it first waits
-  TaskRecord* node_next = nullptr;
+  ListHook<InNodeTag> in_node;            // in home's list (home's lock), once it first waits
   shim::atomic<WaitHook*> hook{nullptr};  // armed while suspended at a cancellable wait
   shim::atomic<std::uintptr_t> join{0};   // Scope::start: kJoin* or the JoinWaiter*
   std::uint32_t budget = kBudget;
@@ -66,7 +69,18 @@ struct TaskRecord {
   bool cancelled() const noexcept;
 };
 
-struct CancelNode {
+// The task record stays standard-layout (it is a promise's first member):
+// its hook is a member, found by offset.
+template <>
+struct ListHookOf<TaskRecord, InNodeTag> {
+  static ListHook<InNodeTag>* hook(TaskRecord* f) noexcept { return &f->in_node; }
+  static TaskRecord* element(ListHook<InNodeTag>* h) noexcept {
+    return reinterpret_cast<TaskRecord*>(reinterpret_cast<char*>(h) - offsetof(TaskRecord, in_node));
+  }
+};
+using RecordList = IntrusiveList<TaskRecord, InNodeTag>;
+
+struct CancelNode : ListHook<ChildTag> {
   shim::atomic<bool> cancelled{false};
   shim::atomic<bool> self_cancelled{false};  // cancellation was requested here, not inherited
   bool shielded = false;
@@ -74,11 +88,9 @@ struct CancelNode {
   TaskRecord* body = nullptr;  // the task running this node's body
   Scheduler* sched = nullptr;
   SpinLock lock;
-  // Children, guarded by `lock`.
-  CancelNode* first_child = nullptr;
-  CancelNode* prev_sibling = nullptr;
-  CancelNode* next_sibling = nullptr;
-  TaskRecord* first_record = nullptr;
+  // Guarded by `lock`: child nodes, and the tasks waiting inside this one.
+  IntrusiveList<CancelNode, ChildTag> children;
+  RecordList records;
 
   /// Links this node under `parent` (inheriting its cancellation unless
   /// shielded). `parent` may be null for a root.

@@ -258,7 +258,7 @@ class Scope final : private detail::ChildGroup {
   void release_retained(detail::TaskRecord& f, std::coroutine_handle<> frame) noexcept;
 
   detail::shim::atomic<std::uint64_t> live_{0};  // 2 * live children, | 1 while the body waits
-  detail::TaskRecord* retained_ = nullptr;  // finished start() children; guarded by node_.lock
+  detail::RecordList retained_;  // finished start() children; guarded by node_.lock
 };
 
 /// Runs `body(scope)` on the awaiting task and returns its value once the
