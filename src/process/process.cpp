@@ -195,11 +195,9 @@ Task<ExitStatus> Child::wait() {
   if (status_) co_return *status_;
   if (pid_ <= 0) throw std::logic_error("shoal::process::Child::wait: no child (moved from)");
   reap_orphans();
-  struct Watch {
-    detail::IoSource* src = nullptr;
-    ~Watch() {
-      if (src != nullptr) detail::io_deregister(src);
-    }
+  struct Watch {  // the pidfd's registration, for this wait
+    detail::IoSlot src;
+    ~Watch() { src.release(); }
   } watch;
   // Reaps the child if it has exited. EINTR is retried.
   auto reap = [this]() -> std::optional<ExitStatus> {
@@ -216,8 +214,7 @@ Task<ExitStatus> Child::wait() {
   if (pidfd_ >= 0) {
     // A pidfd turns readable when the child exits: the first attempt
     // happens at once, later ones on its edge.
-    watch.src = detail::io_register(pidfd_, detail::io::readable);
-    co_return co_await detail::async_io(watch.src, detail::io::readable, {},
+    co_return co_await detail::async_io(watch.src.get(pidfd_, detail::io::readable), detail::io::readable, {},
                                         [&reap](detail::IoAttempt&) { return reap(); });
   }
   auto backoff = std::chrono::milliseconds(1);

@@ -62,14 +62,14 @@ struct FrameCache {
   void* pop(std::size_t c) noexcept {
     FreeBlock* b = local[c];
     if (b == nullptr) {
+      // The whole remote list at once, not walked: its blocks are not
+      // counted against the cap (they are this thread's own allocations
+      // coming back, so they cannot grow the cache past what it handed out).
       b = remote[c].exchange(nullptr, std::memory_order_acquire);
       if (b == nullptr) return nullptr;
-      std::size_t n = 0;
-      for (FreeBlock* x = b; x != nullptr; x = x->next) ++n;
-      local_count[c] += n;
     }
     local[c] = b->next;
-    --local_count[c];
+    if (local_count[c] > 0) --local_count[c];
     return b;
   }
   void push_local(std::size_t c, void* p) noexcept {

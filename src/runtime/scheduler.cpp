@@ -292,7 +292,7 @@ void Scheduler::park(Worker& w) noexcept {
 void Scheduler::run_task(Worker& w, TaskRecord* f) noexcept {
   tls_record = f;
   f->budget = kBudget;
-  w.polls.fetch_add(1, std::memory_order_relaxed);
+  w.polls.store(w.polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // only w writes it
   f->resume.resume();
   tls_record = nullptr;
 }

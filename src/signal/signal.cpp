@@ -87,12 +87,12 @@ bool drain(int fd) {
 /// once per reactor, and waiters may be on different runtimes).
 struct PipeWatch {
   int fd;
-  detail::IoSource* src = nullptr;
+  detail::IoSlot src;
   PipeWatch() : fd(::fcntl(g_pipe[0], F_DUPFD_CLOEXEC, 0)) {
     if (fd < 0) throw std::system_error(errno, std::generic_category(), "shoal::signal::wait: dup");
   }
   ~PipeWatch() {
-    if (src != nullptr) detail::io_deregister(src);
+    src.release();
     ::close(fd);
   }
   PipeWatch(const PipeWatch&) = delete;
@@ -101,8 +101,7 @@ struct PipeWatch {
 
 Task<int> wait_for(std::vector<int> wanted) {
   PipeWatch watch;
-  watch.src = detail::io_register(watch.fd, detail::io::readable);
-  co_return co_await detail::async_io(watch.src, detail::io::readable, {},
+  co_return co_await detail::async_io(watch.src.get(watch.fd, detail::io::readable), detail::io::readable, {},
                                       [&watch, &wanted](detail::IoAttempt&) -> std::optional<int> {
                                         while (drain(watch.fd)) {
                                         }

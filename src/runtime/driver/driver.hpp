@@ -34,7 +34,10 @@ class Driver {
 
   // The driver lock (the Parker's Driver interface): whoever holds it may
   // block in the backend; wake_driver() makes that block return.
-  bool try_lock_driver() noexcept { return !busy_.exchange(true, std::memory_order_acquire); }
+  // Test, then set: a parking worker that finds it held takes no cache line.
+  bool try_lock_driver() noexcept {
+    return !busy_.load(std::memory_order_relaxed) && !busy_.exchange(true, std::memory_order_acquire);
+  }
   void unlock_driver() noexcept { busy_.store(false, std::memory_order_release); }
   void wake_driver() noexcept { backend_->wake(); }
   /// Lock holder: blocks until I/O, a wake or the earliest timer; hands the
