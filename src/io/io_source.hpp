@@ -91,15 +91,28 @@ inline bool io_clear(IoSource* s, std::uint32_t seen, std::uint32_t bit) noexcep
 
 bool io_wait_suspend(IoWaiter& w, TaskRecord* f, std::coroutine_handle<> h) noexcept;
 
-/// Waits until `interest` is (or may be) ready, or until `limit` (if not
-/// zero) passes first. The limit is a timer entry in the awaiter: no cancel
-/// scope, no frame. Checkpoint: yes.
-class IoReadyAwaiter {
+/// Waits until `interest` is (or may be) ready. Checkpoint: yes.
+struct IoReadyAwaiter {
+  IoWaiter w;
+  IoReadyAwaiter(IoSource* s, std::uint32_t interest) noexcept : w(s, interest) {}
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    return io_wait_suspend(w, record_of(h), h);
+  }
+  void await_resume() const {
+    if (w.cancelled) throw Cancelled{};
+  }
+};
+
+/// The same, or until `limit` passes first. The limit is a timer entry in
+/// the awaiter (no cancel scope, no frame), paid only by waits that have one.
+class IoReadyWithinAwaiter {
  public:
-  IoReadyAwaiter(IoSource* s, std::uint32_t interest, std::chrono::milliseconds limit = {}) noexcept
+  IoReadyWithinAwaiter(IoSource* s, std::uint32_t interest, std::chrono::milliseconds limit) noexcept
       : w_(s, interest), limit_(limit) {}
-  IoReadyAwaiter(const IoReadyAwaiter&) = delete;
-  IoReadyAwaiter& operator=(const IoReadyAwaiter&) = delete;
+  IoReadyWithinAwaiter(const IoReadyWithinAwaiter&) = delete;
+  IoReadyWithinAwaiter& operator=(const IoReadyWithinAwaiter&) = delete;
   bool await_ready() const noexcept { return false; }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {

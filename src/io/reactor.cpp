@@ -17,6 +17,7 @@
 //   ticks without blocking): src/runtime/driver/. A deregistered source is
 //   pushed onto a release stack that the driver holder frees before its next
 //   backend wait: by then no harvested event can still point at it.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
@@ -25,7 +26,8 @@
 
 #include "shoal/detail/frame_alloc.hpp"
 #include "shoal/testing/registrations.hpp"
-#include "src/io/io_source.hpp"
+#include "shoal/time/sleep.hpp"
+#include "src/io/async_io.hpp"
 #include "src/runtime/scheduler.hpp"
 
 namespace shoal::detail {
@@ -118,13 +120,13 @@ bool io_wait_suspend(IoWaiter& w, TaskRecord* f, std::coroutine_handle<> h) noex
   return true;
 }
 
-bool IoReadyAwaiter::suspend(TaskRecord* f, std::coroutine_handle<> h) noexcept {
-  if (limit_.count() > 0 && !f->cancelled()) {
+bool IoReadyWithinAwaiter::suspend(TaskRecord* f, std::coroutine_handle<> h) noexcept {
+  if (!f->cancelled()) {
     // Queued before the wait, so it may fire before the waiter is linked:
     // it then marks the waiter expired under the source's lock, which the
     // wait's re-check reads.
     entry_.waiter = &w_;
-    entry_.fire = &IoReadyAwaiter::on_idle;
+    entry_.fire = &IoReadyWithinAwaiter::on_idle;
     entry_.deadline = to_ns(clock_now() + limit_);
     if (timer_insert(f->sched, &entry_) != TimerInsert::queued) {
       no_memory_ = true;
@@ -135,7 +137,7 @@ bool IoReadyAwaiter::suspend(TaskRecord* f, std::coroutine_handle<> h) noexcept 
   return io_wait_suspend(w_, f, h);
 }
 
-void IoReadyAwaiter::on_idle(TimerEntry* e) noexcept {
+void IoReadyWithinAwaiter::on_idle(TimerEntry* e) noexcept {
   IoWaiter& w = *static_cast<IdleEntry*>(e)->waiter;
   {
     WaitSection sec(w.src->lock);
@@ -149,11 +151,17 @@ void IoReadyAwaiter::on_idle(TimerEntry* e) noexcept {
   e->state.store(TimerEntry::done, std::memory_order_release);
 }
 
-bool IoReadyAwaiter::await_resume() {
+bool IoReadyWithinAwaiter::await_resume() {
   if (no_memory_) throw std::bad_alloc();  // the timer heap could not grow
   if (sched_ != nullptr) timer_cancel_and_wait(sched_, &entry_);
   if (w_.cancelled) throw Cancelled{};
   return !w_.expired;  // the timer's write is ordered before its `done`, which the disarm waited for
+}
+
+Task<void> io_back_off(std::uint8_t& times) {
+  const auto pause = std::chrono::milliseconds(5) * (1u << std::min<unsigned>(times, 7));  // 5 ms doubling to 640 ms
+  if (times < 7) ++times;
+  co_await sleep_for(pause);
 }
 
 }  // namespace shoal::detail

@@ -82,7 +82,15 @@ namespace {
                     std::to_string(limit.count()) + " ms");
 }
 
-detail::IdleLimit idle_limit(const Stream& s, const char* op) noexcept { return {s.idle_timeout(), op, &idle_expired}; }
+/// The readiness loop for a stream's operation `op`: with a timer on each
+/// wait only while the stream has an idle limit.
+template <class Attempt>
+auto stream_io(const Stream& st, IoSource* s, std::uint32_t interest, const char* op, Attempt attempt) {
+  if (st.idle_timeout().count() > 0) {
+    return detail::async_io(s, interest, detail::IdleLimit{st.idle_timeout(), op, &idle_expired}, std::move(attempt));
+  }
+  return detail::async_io(s, interest, detail::NoIdleLimit{}, std::move(attempt));
+}
 
 // An empty buffer moves nothing and never waits (cached readiness would
 // otherwise make it wait for an edge); it is still a checkpoint.
@@ -94,12 +102,12 @@ Task<std::size_t> nothing_to_move() {
 
 Task<std::size_t> Stream::read_some(std::span<std::byte> buf) {
   if (buf.empty()) return nothing_to_move();
-  return detail::async_io(source(io::readable | io::writable), io::readable, idle_limit(*this, "read"),
+  return stream_io(*this, source(io::readable | io::writable), io::readable, "read",
                           [fd = fd_, buf](detail::IoAttempt& a) -> std::optional<std::size_t> {
                             for (;;) {
                               const ssize_t n = ::read(fd, buf.data(), buf.size());  // sockets and pipes alike
                               if (n > 0) {
-                                if (static_cast<std::size_t>(n) < buf.size()) a.drained(io::readable);
+                                if (static_cast<std::size_t>(n) < buf.size()) a.drain();
                                 return static_cast<std::size_t>(n);
                               }
                               if (n == 0) return 0;  // the end of the stream stays readable
@@ -124,12 +132,12 @@ Task<void> Stream::read_exact(std::span<std::byte> buf) {
 
 Task<std::size_t> Stream::write_some(std::span<const std::byte> buf) {
   if (buf.empty()) return nothing_to_move();
-  return detail::async_io(source(io::readable | io::writable), io::writable, idle_limit(*this, "write"),
+  return stream_io(*this, source(io::readable | io::writable), io::writable, "write",
                           [fd = fd_, buf](detail::IoAttempt& a) -> std::optional<std::size_t> {
                             for (;;) {
                               const ssize_t n = ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL);
                               if (n >= 0) {
-                                if (static_cast<std::size_t>(n) < buf.size()) a.drained(io::writable);
+                                if (static_cast<std::size_t>(n) < buf.size()) a.drain();
                                 return static_cast<std::size_t>(n);
                               }
                               if (errno == EINTR) continue;
@@ -154,7 +162,7 @@ Task<void> Stream::write_all(std::span<const std::byte> buf) {
 }
 
 Task<void> Stream::wait_readable() {
-  return detail::async_io(source(io::readable | io::writable), io::readable, idle_limit(*this, "wait_readable"),
+  return stream_io(*this, source(io::readable | io::writable), io::readable, "wait_readable",
                           [fd = fd_](detail::IoAttempt& a) {
                             if (a.woken) {  // a readable edge (or a hang-up) woke us: no poll, no yield
                               a.yield = false;
@@ -249,7 +257,7 @@ Address Listener::local_address() const {
 
 Task<Stream> Listener::accept() {
   if (fd_ < 0) throw std::logic_error("shoal::net::Listener::accept: the listener is closed (or moved from)");
-  return detail::async_io(src_.get(fd_, io::readable), io::readable, {},
+  return detail::async_io<true>(src_.get(fd_, io::readable), io::readable, detail::NoIdleLimit{},
                           [this](detail::IoAttempt& a) -> std::optional<Stream> {
                             for (;;) {
                               const int fd =

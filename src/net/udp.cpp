@@ -62,7 +62,7 @@ IoSource* UdpSocket::source() {
 }
 
 Task<std::size_t> UdpSocket::send_to(std::span<const std::byte> data, Address to) {
-  return detail::async_io(source(), io::writable, {},
+  return detail::async_io(source(), io::writable, detail::NoIdleLimit{},
                           [fd = fd_, data, to = std::move(to)](detail::IoAttempt&) -> std::optional<std::size_t> {
                             for (;;) {
                               const ssize_t n =
@@ -78,7 +78,7 @@ Task<std::size_t> UdpSocket::send_to(std::span<const std::byte> data, Address to
 Task<Datagram> UdpSocket::recv_from(std::span<std::byte> buf) {
   // A datagram shorter than `buf` says nothing about the next one: no
   // readiness is dropped on success.
-  return detail::async_io(source(), io::readable, {}, [fd = fd_, buf](detail::IoAttempt&) -> std::optional<Datagram> {
+  auto attempt = [fd = fd_, buf](detail::IoAttempt&) -> std::optional<Datagram> {
     for (;;) {
       sockaddr_storage ss{};
       socklen_t len = sizeof ss;
@@ -90,7 +90,8 @@ Task<Datagram> UdpSocket::recv_from(std::span<std::byte> buf) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
       udp_error("recv_from", errno);
     }
-  });
+  };
+  return detail::async_io(source(), io::readable, detail::NoIdleLimit{}, std::move(attempt));
 }
 
 Address UdpSocket::local_address() const {

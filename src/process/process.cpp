@@ -214,7 +214,8 @@ Task<ExitStatus> Child::wait() {
   if (pidfd_ >= 0) {
     // A pidfd turns readable when the child exits: the first attempt
     // happens at once, later ones on its edge.
-    co_return co_await detail::async_io(watch.src.get(pidfd_, detail::io::readable), detail::io::readable, {},
+    detail::IoSource* src = watch.src.get(pidfd_, detail::io::readable);
+    co_return co_await detail::async_io(src, detail::io::readable, detail::NoIdleLimit{},
                                         [&reap](detail::IoAttempt&) { return reap(); });
   }
   auto backoff = std::chrono::milliseconds(1);

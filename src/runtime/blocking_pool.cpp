@@ -111,7 +111,7 @@ bool BlockingPool::wait_idle() noexcept {
   {
     WaitSection sec(lock_);
     if (shutdown_) return false;
-    me.thread = &wake;
+    me.wait_by_thread(wake);
     me.link_locked(idle_);
   }
   if (wake.wait_until(std::chrono::steady_clock::now() + keep_alive_)) return true;

@@ -101,7 +101,8 @@ struct PipeWatch {
 
 Task<int> wait_for(std::vector<int> wanted) {
   PipeWatch watch;
-  co_return co_await detail::async_io(watch.src.get(watch.fd, detail::io::readable), detail::io::readable, {},
+  detail::IoSource* src = watch.src.get(watch.fd, detail::io::readable);
+  co_return co_await detail::async_io(src, detail::io::readable, detail::NoIdleLimit{},
                                       [&watch, &wanted](detail::IoAttempt&) -> std::optional<int> {
                                         while (drain(watch.fd)) {
                                         }

@@ -440,11 +440,11 @@ class Channel {
   }
 
   static T& sender_value(Waiter* w) noexcept {
-    if (w->record != nullptr) return static_cast<SendAwaiter*>(w)->value_;
+    if (!w->by_thread) return static_cast<SendAwaiter*>(w)->value_;
     return static_cast<ThreadSend*>(w)->value;
   }
   static std::optional<T>& receiver_slot(Waiter* w) noexcept {
-    if (w->record != nullptr) return static_cast<RecvAwaiter*>(w)->slot_;
+    if (!w->by_thread) return static_cast<RecvAwaiter*>(w)->slot_;
     return *static_cast<ThreadRecv*>(w)->slot;
   }
 

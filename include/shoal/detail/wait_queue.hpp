@@ -42,9 +42,20 @@ class Waiter : public WaitHook, public ListHook<> {
   Waiter(const Waiter&) = delete;
   Waiter& operator=(const Waiter&) = delete;
 
-  TaskRecord* record = nullptr;        // a task, or
-  ThreadWake* thread = nullptr;  // a plain thread
-  bool cancelled = false;        // a canceller took it out of its list
+  // Who waits: a task (`record`), or a plain thread (`thread`, set through
+  // wait_by_thread, which marks it). One word for both: every idle
+  // connection's read has a waiter.
+  union {
+    TaskRecord* record = nullptr;
+    ThreadWake* thread;
+  };
+  bool by_thread = false;
+  bool cancelled = false;  // a canceller took it out of its list
+
+  void wait_by_thread(ThreadWake& wake) noexcept {
+    thread = &wake;
+    by_thread = true;
+  }
 
   // A claimed (unlinked) waiter's spare link chains a wake list: `prev` is
   // free once unlinked (is_linked() reads `next` only).
@@ -95,11 +106,12 @@ class WaitSection {
     lock_.unlock();
     for (Waiter* w = woken_; w != nullptr;) {
       Waiter* next = w->wake_next();  // w may be gone once woken
-      if (TaskRecord* f = w->record) {
+      if (w->by_thread) {
+        w->thread->notify();
+      } else {
+        TaskRecord* f = w->record;
         disarm_wait(f, w);
         schedule(f);
-      } else {
-        w->thread->notify();
       }
       w = next;
     }
@@ -162,7 +174,7 @@ WaitStep wait_step(Waiter& w, TaskRecord* f, std::coroutine_handle<> h, SpinLock
 template <class TryNow, class BeforeLink = LinkAtBack>
 WaitStep wait_step_thread(Waiter& w, ThreadWake& wake, SpinLock& lock, WaitList& list, TryNow&& try_now,
                           BeforeLink&& before_link = {}) {
-  w.thread = &wake;
+  w.wait_by_thread(wake);
   WaitSection sec(lock);
   if (try_now(sec)) return WaitStep::done;
   w.link_locked(list, before_link());
