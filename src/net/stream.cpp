@@ -102,20 +102,20 @@ Task<std::size_t> nothing_to_move() {
 
 Task<std::size_t> Stream::read_some(std::span<std::byte> buf) {
   if (buf.empty()) return nothing_to_move();
-  return stream_io(*this, source(io::readable | io::writable), io::readable, "read",
-                          [fd = fd_, buf](detail::IoAttempt& a) -> std::optional<std::size_t> {
-                            for (;;) {
-                              const ssize_t n = ::read(fd, buf.data(), buf.size());  // sockets and pipes alike
-                              if (n > 0) {
-                                if (static_cast<std::size_t>(n) < buf.size()) a.drain();
-                                return static_cast<std::size_t>(n);
-                              }
-                              if (n == 0) return 0;  // the end of the stream stays readable
-                              if (errno == EINTR) continue;
-                              if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
-                              io_error("read", fd, errno);
-                            }
-                          });
+  auto attempt = [fd = fd_, buf](detail::IoAttempt& a) -> std::optional<std::size_t> {
+    for (;;) {
+      const ssize_t n = ::read(fd, buf.data(), buf.size());  // sockets and pipes alike
+      if (n > 0) {
+        if (static_cast<std::size_t>(n) < buf.size()) a.drain();
+        return static_cast<std::size_t>(n);
+      }
+      if (n == 0) return 0;  // the end of the stream stays readable
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
+      io_error("read", fd, errno);
+    }
+  };
+  return stream_io(*this, source(io::readable | io::writable), io::readable, "read", std::move(attempt));
 }
 
 Task<void> Stream::read_exact(std::span<std::byte> buf) {
@@ -132,28 +132,28 @@ Task<void> Stream::read_exact(std::span<std::byte> buf) {
 
 Task<std::size_t> Stream::write_some(std::span<const std::byte> buf) {
   if (buf.empty()) return nothing_to_move();
-  return stream_io(*this, source(io::readable | io::writable), io::writable, "write",
-                          [fd = fd_, buf](detail::IoAttempt& a) -> std::optional<std::size_t> {
-                            for (;;) {
-                              const ssize_t n = ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL);
-                              if (n >= 0) {
-                                if (static_cast<std::size_t>(n) < buf.size()) a.drain();
-                                return static_cast<std::size_t>(n);
-                              }
-                              if (errno == EINTR) continue;
-                              if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
-                              if (errno != ENOTSOCK) io_error("write", fd, errno);
-                              break;
-                            }
-                            // A pipe behind a Stream (SIGPIPE is ignored: EPIPE instead).
-                            for (;;) {
-                              const ssize_t w = ::write(fd, buf.data(), buf.size());
-                              if (w >= 0) return static_cast<std::size_t>(w);
-                              if (errno == EINTR) continue;
-                              if (errno == EAGAIN) return std::nullopt;
-                              io_error("write", fd, errno);
-                            }
-                          });
+  auto attempt = [fd = fd_, buf](detail::IoAttempt& a) -> std::optional<std::size_t> {
+    for (;;) {
+      const ssize_t n = ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL);
+      if (n >= 0) {
+        if (static_cast<std::size_t>(n) < buf.size()) a.drain();
+        return static_cast<std::size_t>(n);
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
+      if (errno != ENOTSOCK) io_error("write", fd, errno);
+      break;
+    }
+    // A pipe behind a Stream (SIGPIPE is ignored: EPIPE instead).
+    for (;;) {
+      const ssize_t w = ::write(fd, buf.data(), buf.size());
+      if (w >= 0) return static_cast<std::size_t>(w);
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) return std::nullopt;
+      io_error("write", fd, errno);
+    }
+  };
+  return stream_io(*this, source(io::readable | io::writable), io::writable, "write", std::move(attempt));
 }
 
 Task<void> Stream::write_all(std::span<const std::byte> buf) {
@@ -162,20 +162,20 @@ Task<void> Stream::write_all(std::span<const std::byte> buf) {
 }
 
 Task<void> Stream::wait_readable() {
-  return stream_io(*this, source(io::readable | io::writable), io::readable, "wait_readable",
-                          [fd = fd_](detail::IoAttempt& a) {
-                            if (a.woken) {  // a readable edge (or a hang-up) woke us: no poll, no yield
-                              a.yield = false;
-                              return true;
-                            }
-                            for (;;) {
-                              pollfd p{fd, POLLIN, 0};  // sockets and pipes alike; no data is consumed
-                              const int n = ::poll(&p, 1, 0);
-                              if (n < 0 && errno == EINTR) continue;
-                              // data, the end of the stream, or an error the read will report
-                              return n != 0;
-                            }
-                          });
+  auto attempt = [fd = fd_](detail::IoAttempt& a) {
+    if (a.woken) {  // a readable edge (or a hang-up) woke us: no poll, no yield
+      a.yield = false;
+      return true;
+    }
+    for (;;) {
+      pollfd p{fd, POLLIN, 0};  // sockets and pipes alike; no data is consumed
+      const int n = ::poll(&p, 1, 0);
+      if (n < 0 && errno == EINTR) continue;
+      // data, the end of the stream, or an error the read will report
+      return n != 0;
+    }
+  };
+  return stream_io(*this, source(io::readable | io::writable), io::readable, "wait_readable", std::move(attempt));
 }
 
 void Stream::shutdown(Shutdown how) {
@@ -257,25 +257,24 @@ Address Listener::local_address() const {
 
 Task<Stream> Listener::accept() {
   if (fd_ < 0) throw std::logic_error("shoal::net::Listener::accept: the listener is closed (or moved from)");
-  return detail::async_io<true>(src_.get(fd_, io::readable), io::readable, detail::NoIdleLimit{},
-                          [this](detail::IoAttempt& a) -> std::optional<Stream> {
-                            for (;;) {
-                              const int fd =
-                                  shoal::detail::sys::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-                              if (fd >= 0) return Stream(fd);
-                              const int err = errno;
-                              if (err == EINTR || err == ECONNABORTED) continue;
-                              if (err == EAGAIN || err == EWOULDBLOCK) return std::nullopt;
-                              if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM) {
-                                io_error("accept", fd_, err);
-                              }
-                              // Out of descriptors or memory: the pending connection stays in
-                              // the backlog. Back off (a checkpoint) instead of spinning.
-                              warn_backing_off(err);
-                              a.back_off = true;
-                              return std::nullopt;
-                            }
-                          });
+  auto attempt = [this](detail::IoAttempt& a) -> std::optional<Stream> {
+    for (;;) {
+      const int fd = shoal::detail::sys::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd >= 0) return Stream(fd);
+      const int err = errno;
+      if (err == EINTR || err == ECONNABORTED) continue;
+      if (err == EAGAIN || err == EWOULDBLOCK) return std::nullopt;
+      if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM) {
+        io_error("accept", fd_, err);
+      }
+      // Out of descriptors or memory: the pending connection stays in
+      // the backlog. Back off (a checkpoint) instead of spinning.
+      warn_backing_off(err);
+      a.back_off = true;
+      return std::nullopt;
+    }
+  };
+  return detail::async_io<true>(src_.get(fd_, io::readable), io::readable, detail::NoIdleLimit{}, std::move(attempt));
 }
 
 void Listener::warn_backing_off(int err) noexcept {
