@@ -44,20 +44,34 @@ class Idle {
   bool end_search() noexcept { return (state_.fetch_sub(1, std::memory_order_seq_cst) & kSearchMask) == 1; }
 
   /// Returns the index of a sleeper to wake, or -1. Cheap when nobody sleeps
-  /// or somebody is already searching.
-  long pick_sleeper_to_wake() noexcept {
+  /// or somebody is already searching. Prefers the latest sleeper for which
+  /// `avoid(idx)` is false (the scheduler avoids the one in the driver: a
+  /// futex sleeper can take the work and leave the driver where it is).
+  template <class Avoid>
+  long pick_sleeper_to_wake(Avoid&& avoid) noexcept {
     SHOAL_FENCE_SEQ_CST();
     std::uint32_t s = state_.load(std::memory_order_seq_cst);
     if ((s & kSearchMask) != 0 || (s >> 16) >= workers_) return -1;
     std::lock_guard<shim::mutex> g(mu_);
     s = state_.load(std::memory_order_seq_cst);
     if ((s & kSearchMask) != 0 || (s >> 16) >= workers_ || sleepers_.empty()) return -1;
-    std::size_t idx = sleepers_.back();
+    std::size_t pick = sleepers_.size() - 1;
+    for (std::size_t i = sleepers_.size(); i-- > 0;) {
+      if (!avoid(sleepers_[i])) {
+        pick = i;
+        break;
+      }
+    }
+    const std::size_t idx = sleepers_[pick];
+    sleepers_[pick] = sleepers_.back();
     sleepers_.pop_back();
     sleeping_[idx] = 0;
     // The woken worker starts out searching.
     state_.fetch_add(kUnparkedOne + 1, std::memory_order_seq_cst);
     return static_cast<long>(idx);
+  }
+  long pick_sleeper_to_wake() noexcept {
+    return pick_sleeper_to_wake([](std::size_t) { return false; });
   }
 
   /// Registers `idx` as asleep. True if it was the last searcher.
@@ -89,6 +103,9 @@ class Idle {
 
   std::uint32_t searching() const noexcept { return state_.load(std::memory_order_relaxed) & kSearchMask; }
   std::uint32_t unparked() const noexcept { return state_.load(std::memory_order_relaxed) >> 16; }
+  /// The same, ordered: the driver watch's half of its handshake with a
+  /// worker leaving park (see watch.cpp).
+  std::uint32_t unparked_seq_cst() const noexcept { return state_.load(std::memory_order_seq_cst) >> 16; }
 
  private:
   const std::uint32_t workers_;

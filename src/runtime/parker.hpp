@@ -40,14 +40,17 @@ class Parker {
     state_.store(kEmpty, std::memory_order_release);
   }
 
+  /// Returns the state it found: kParked (a futex wake was made),
+  /// kParkedDriver (the driver was woken) or another (no system call).
   template <class Driver>
-  void unpark(Driver& d) noexcept {
+  std::uint32_t unpark(Driver& d) noexcept {
     std::uint32_t prev = state_.exchange(kNotified, std::memory_order_acq_rel);
     if (prev == kParked) {
       state_.notify_one();
     } else if (prev == kParkedDriver) {
       d.wake_driver();
     }
+    return prev;
   }
 
   std::uint32_t state() const noexcept { return state_.load(std::memory_order_relaxed); }

@@ -88,22 +88,19 @@ void Scheduler::report_suppressed(const std::exception_ptr& e) noexcept {
 }
 
 void RootOwner::start(Scheduler* s, PromiseBase& p, std::coroutine_handle<> h) noexcept {
+  sched_ = s;
   attach_root(s);
   launch(p.own_record_, p.record_, h, 0, false);  // not on a worker: injected
 }
 
 std::coroutine_handle<> RootOwner::task_done(TaskRecord& f, PromiseBase&, std::coroutine_handle<>) noexcept {
+  Scheduler* s = sched_;
   (void)child_ended(f, nullptr);  // unlinks it; its result (or fault) stays in its promise
-  shim::lock_guard<shim::mutex> g(mu_);
-  done_ = true;
-  cv_.notify_one();
+  s->root_done(done_);
   return std::noop_coroutine();
 }
 
-void RootOwner::wait() noexcept {
-  shim::unique_lock<shim::mutex> g(mu_);
-  cv_.wait(g, [this] { return done_; });
-}
+void RootOwner::wait() noexcept { sched_->wait_root(done_); }
 
 }  // namespace detail
 

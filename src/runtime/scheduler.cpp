@@ -17,6 +17,12 @@
 // half of a random victim's queue. With nothing found it parks.
 // Parking: the first worker to park holds the driver and blocks in the
 // backend's wait; others block on a futex. See idle.hpp for the wake protocol.
+// What the driver wakes, the worker that drove runs: it wakes a sleeper only
+// when it woke more than one task (run_woken), and the searcher that finds
+// work wakes another only if work is left, so a readiness event costs no
+// futex wake and the driver never wakes itself. If that worker then computes,
+// the driver watch (watch.cpp) sees the driver untouched and wakes a sleeper
+// to take it.
 #include "src/runtime/scheduler.hpp"
 
 #include <algorithm>
@@ -41,6 +47,8 @@ inline std::uint32_t pin_of(const TaskRecord* f) noexcept { return f->flags >> T
 Scheduler::Scheduler(RuntimeOptions options)
     : options_(std::move(options)), driver_(*this, options_.manual_clock), idle_(options_.workers) {
   if (options_.deterministic_seed) det_ = std::make_unique<DeterministicExecutor>(*options_.deterministic_seed);
+  // One worker has nobody to hand the driver to (see watch.cpp).
+  watch_enabled_ = !det_ && options_.workers > 1;
   try {
     workers_.reserve(options_.workers);
     for (std::size_t i = 0; i < options_.workers; ++i) {
@@ -67,7 +75,7 @@ Scheduler::Scheduler(RuntimeOptions options)
     // Out of threads or memory (a PID limit, a huge SHOAL_THREADS): stop and
     // join the workers already running before the members they use go.
     shutdown_.store(true, std::memory_order_seq_cst);
-    for (auto& w : workers_) w->parker.unpark(driver_);
+    for (auto& w : workers_) unpark(*w);
     for (auto& w : workers_) {
       if (w->thread.joinable()) w->thread.join();
     }
@@ -78,14 +86,14 @@ Scheduler::Scheduler(RuntimeOptions options)
 Scheduler::~Scheduler() {
   unregister_runtime(this);
   shutdown_.store(true, std::memory_order_seq_cst);
-  for (auto& w : workers_) w->parker.unpark(driver_);
+  for (auto& w : workers_) unpark(*w);
   for (auto& w : workers_) w->thread.join();
 }
 
 bool Scheduler::on_own_worker() const noexcept { return tls_worker != nullptr && tls_worker->sched == this; }
 
 void Scheduler::blocking_finished() noexcept {
-  if (det_ && driver_.manual_clock() && det_->blocking_finished()) workers_[0]->parker.unpark(driver_);
+  if (det_ && driver_.manual_clock() && det_->blocking_finished()) unpark(*workers_[0]);
 }
 
 void Scheduler::pin_to_current_worker(TaskRecord* f) noexcept {
@@ -96,7 +104,7 @@ void Scheduler::pin_to_current_worker(TaskRecord* f) noexcept {
 
 void Scheduler::push_pinned_remote(TaskRecord* f) noexcept {
   Worker& owner = *workers_[pin_of(f) - 1];
-  if (owner.pinned.push_remote(f)) owner.parker.unpark(driver_);
+  if (owner.pinned.push_remote(f)) unpark(owner);
 }
 
 void Scheduler::push_local(Worker& w, TaskRecord* f) noexcept {
@@ -115,15 +123,22 @@ void Scheduler::push_local(Worker& w, TaskRecord* f) noexcept {
   }
 }
 
+void Scheduler::unpark(Worker& w) noexcept {
+  if (w.parker.unpark(driver_) == Parker::kParked) futex_wakes_.fetch_add(1, std::memory_order_relaxed);
+}
+
 void Scheduler::notify_parked() noexcept {
-  long idx = idle_.pick_sleeper_to_wake();
-  if (idx >= 0) workers_[static_cast<std::size_t>(idx)]->parker.unpark(driver_);
+  // A futex sleeper first: waking the worker in the driver costs a backend
+  // wake-up and leaves nobody driving.
+  const long idx = idle_.pick_sleeper_to_wake(
+      [this](std::size_t i) { return workers_[i]->parker.state() == Parker::kParkedDriver; });
+  if (idx >= 0) unpark(*workers_[static_cast<std::size_t>(idx)]);
 }
 
 void Scheduler::inject(TaskRecord* f) noexcept {
   if (det_) {
     det_->push(f);
-    workers_[0]->parker.unpark(driver_);
+    unpark(*workers_[0]);
     return;
   }
   if (pin_of(f) != 0) {
@@ -144,6 +159,10 @@ void Scheduler::schedule(TaskRecord* f) noexcept {
     push_pinned_remote(f);
     return;
   }
+  if (w->driving) {
+    w->woke.push(f);
+    return;
+  }
   TaskRecord* prev = w->lifo;
   w->lifo = f;
   if (prev != nullptr) {
@@ -159,6 +178,10 @@ void Scheduler::schedule_spawn(TaskRecord* f) noexcept {
     schedule(f);
     return;
   }
+  if (w->driving) {
+    schedule(f);
+    return;
+  }
   const bool pinned = pin_of(f) != 0;  // read before publishing: f may run elsewhere at once
   push_local(*w, f);
   if (!pinned) notify_parked();  // a pinned task is no work for anyone else
@@ -171,10 +194,26 @@ void Scheduler::schedule_batch(TaskBatch& batch) noexcept {
   Worker* w = tls_worker;
   if (det_) {
     det_->push_batch(batch);
-    if (w == nullptr || w->sched != this) workers_[0]->parker.unpark(driver_);
+    if (w == nullptr || w->sched != this) unpark(*workers_[0]);
     return;
   }
-  if (w != nullptr && w->sched == this && batch.count <= w->local.capacity() / 2) {
+  if (w != nullptr && w->sched == this && w->driving) {
+    for (TaskRecord* f = batch.head; f != nullptr;) {
+      TaskRecord* next = f->next;
+      schedule(f);
+      f = next;
+    }
+    batch = TaskBatch{};
+    return;
+  }
+  place_batch(w != nullptr && w->sched == this ? w : nullptr, batch);
+  notify_parked();
+}
+
+// Local if it fits in half the queue; a big fan-out goes to the injector so
+// every worker can take a share. Pinned tasks go home.
+void Scheduler::place_batch(Worker* w, TaskBatch& batch) noexcept {
+  if (w != nullptr && batch.count <= w->local.capacity() / 2) {
     for (TaskRecord* f = batch.head; f != nullptr;) {
       TaskRecord* next = f->next;
       push_local(*w, f);
@@ -182,8 +221,6 @@ void Scheduler::schedule_batch(TaskBatch& batch) noexcept {
     }
     batch = TaskBatch{};
   } else {
-    // A big fan-out goes to the injector so every worker can take a share;
-    // pinned tasks go home.
     TaskBatch shared;
     for (TaskRecord* f = batch.head; f != nullptr;) {
       TaskRecord* next = f->next;
@@ -197,7 +234,6 @@ void Scheduler::schedule_batch(TaskBatch& batch) noexcept {
     batch = TaskBatch{};
     injector_.push_batch(shared);
   }
-  notify_parked();
 }
 
 TaskRecord* Scheduler::from_injector(Worker& w) noexcept {
@@ -282,11 +318,28 @@ void Scheduler::park(Worker& w) noexcept {
   if ((last && work_pending()) || shutdown_.load(std::memory_order_seq_cst)) {
     w.searching = idle_.unpark(w.index);
     w.activity.store(0, std::memory_order_relaxed);
+    left_park();
     return;
   }
+  w.driving = true;  // if this park turns into a drive, what it wakes gathers in w.woke
   w.parker.park(driver_);
+  w.driving = false;
   w.searching = idle_.unpark(w.index);
   w.activity.store(w.searching ? 1 : 0, std::memory_order_relaxed);
+  left_park();
+  run_woken(w);
+}
+
+// What the driver woke: this worker runs the first itself, so a batch of
+// one wakes nobody (no futex wake, and never the driver waking itself);
+// more than one is work for a sleeper.
+void Scheduler::run_woken(Worker& w) noexcept {
+  if (w.woke.empty()) return;
+  TaskBatch batch = w.woke;
+  w.woke = TaskBatch{};
+  const bool more = batch.count > 1;
+  place_batch(&w, batch);
+  if (more) notify_parked();
 }
 
 void Scheduler::run_task(Worker& w, TaskRecord* f) noexcept {
@@ -311,7 +364,14 @@ void Scheduler::worker_main(Worker& w) noexcept {
     if (w.searching) {
       w.searching = false;
       w.activity.store(0, std::memory_order_relaxed);
-      if (idle_.end_search()) notify_parked();
+      // The last searcher to find work hands the search on, but only if
+      // work is left to find: a producer that saw us searching woke nobody.
+      // The fence pairs with the producer's (Idle::pick_sleeper_to_wake),
+      // as in park().
+      if (idle_.end_search()) {
+        SHOAL_FENCE_SEQ_CST();
+        if (work_pending()) notify_parked();
+      }
     }
     run_task(w, f);
   }

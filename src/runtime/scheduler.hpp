@@ -35,11 +35,21 @@ struct Worker {
   std::uint32_t tick = 0;
   std::uint32_t lifo_streak = 0;
   bool searching = false;
+  // In the driver (inside park): what its events and timers wake gathers
+  // here, so the worker can run one itself and wake a sleeper only for more.
+  bool driving = false;
+  TaskBatch woke;
   std::minstd_rand rng;
   Parker parker;
   shim::atomic<std::uint64_t> polls{0};
   shim::atomic<int> activity{0};  // 0 running, 1 searching, 2 parked (for dumps)
   shim::thread thread;
+};
+
+/// Wake-ups the runtime has made, for tests and dumps (relaxed counts).
+struct WakeCounts {
+  std::uint64_t futex_wakes = 0;   // a futex-parked worker or a block_on thread woken
+  std::uint64_t driver_wakes = 0;  // backend wake-ups (eventfd writes)
 };
 
 class Scheduler {
@@ -62,6 +72,14 @@ class Scheduler {
   void add_root(CancelNode* n);
   void remove_root(CancelNode* n) noexcept;
   void cancel_roots() noexcept;
+
+  /// A block_on thread's wait for its root (`done` set by root_done). One
+  /// such thread at a time also watches the driver (watch.cpp).
+  void wait_root(const shim::atomic<bool>& done) noexcept;
+  void root_done(shim::atomic<bool>& done) noexcept;
+  WakeCounts wake_counts() const noexcept {
+    return {futex_wakes_.load(std::memory_order_relaxed), driver_.wakes()};
+  }
 
   void report_suppressed(const std::exception_ptr& e) noexcept;
   void dump(std::ostream& out) const;
@@ -86,9 +104,16 @@ class Scheduler {
   TaskRecord* from_injector(Worker& w) noexcept;
   void push_local(Worker& w, TaskRecord* f) noexcept;
   void push_pinned_remote(TaskRecord* f) noexcept;
+  void place_batch(Worker* w, TaskBatch& batch) noexcept;
   void notify_parked() noexcept;
+  void unpark(Worker& w) noexcept;
   bool work_pending() const noexcept;
   void park(Worker& w) noexcept;
+  void run_woken(Worker& w) noexcept;
+  struct WatchState;
+  void watch_tick(WatchState& st) noexcept;
+  void wake_block_on_threads() noexcept;
+  void left_park() noexcept;
   void dump_node(std::ostream& out, CancelNode* n, int depth) const;
 
   RuntimeOptions options_;
@@ -98,6 +123,14 @@ class Scheduler {
   Injector injector_;
   Idle idle_;
   shim::atomic<bool> shutdown_{false};
+  shim::atomic<std::uint64_t> futex_wakes_{0};
+
+  // block_on threads sleep on one word; root_done and the watch bump it.
+  shim::atomic<std::uint32_t> root_word_{0};
+  shim::atomic<std::uint32_t> root_waiters_{0};
+  shim::atomic<bool> watch_taken_{false};
+  shim::atomic<bool> watch_deep_{false};  // the watcher sleeps until a worker leaves park
+  bool watch_enabled_ = false;
 
   mutable shim::mutex roots_mu_;
   std::vector<CancelNode*> roots_;

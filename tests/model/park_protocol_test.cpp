@@ -139,7 +139,10 @@ struct MiniRuntime {
       }
       if (w.searching) {
         w.searching = false;
-        if (idle.end_search()) notify_parked();
+        if (idle.end_search()) {
+          SHOAL_FENCE_SEQ_CST();
+          if (work_pending()) notify_parked();
+        }
       }
       run(w, f);
     }

@@ -77,9 +77,8 @@ class RootOwner final : public ChildGroup {
   CancelNode& node() noexcept { return node_; }
 
  private:
-  detail::shim::mutex mu_;
-  detail::shim::condition_variable cv_;
-  bool done_ = false;
+  Scheduler* sched_ = nullptr;
+  detail::shim::atomic<bool> done_{false};
 };
 
 }  // namespace detail

@@ -171,7 +171,7 @@ TimerInsert Driver::add_timer(TimerEntry* e, const TaskRecord* unless) noexcept 
   const TimerInsert r = timers_.insert(e, unless);
   if (r != TimerInsert::queued) return r;
   const std::int64_t sleeping_until = sleep_until_.load(std::memory_order_seq_cst);
-  if (sleeping_until != -1 && deadline < sleeping_until) backend_->wake();
+  if (sleeping_until != -1 && deadline < sleeping_until) wake_driver();
   return r;
 }
 

@@ -1,7 +1,9 @@
 // The driver: the one place a runtime blocks for I/O readiness and timers,
 // and its one clock. A parked worker that takes the driver lock blocks in the
 // backend until an event, a wake or the earliest timer, then hands what woke
-// to the scheduler; a busy worker turns it without blocking every 61 ticks.
+// to the scheduler; a busy worker turns it without blocking every 61 ticks,
+// and the driver watch (src/runtime/watch.cpp) hands it to a sleeper when
+// nobody has turned it for a tick.
 // The reactor (src/io/reactor.cpp) and the timer queue live behind it; the
 // scheduler only parks on it and runs what it wakes.
 #pragma once
@@ -36,10 +38,21 @@ class Driver {
   // block in the backend; wake_driver() makes that block return.
   // Test, then set: a parking worker that finds it held takes no cache line.
   bool try_lock_driver() noexcept {
-    return !busy_.load(std::memory_order_relaxed) && !busy_.exchange(true, std::memory_order_acquire);
+    if (busy_.load(std::memory_order_relaxed) || busy_.exchange(true, std::memory_order_acquire)) return false;
+    turns_.store(turns_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // only the holder writes
+    return true;
   }
   void unlock_driver() noexcept { busy_.store(false, std::memory_order_release); }
-  void wake_driver() noexcept { backend_->wake(); }
+  void wake_driver() noexcept {
+    wakes_.fetch_add(1, std::memory_order_relaxed);
+    backend_->wake();
+  }
+  /// How often the driver lock was taken (the watch's sign of life) and
+  /// whether somebody holds it now. Approximate: read without the lock.
+  std::uint64_t turns() const noexcept { return turns_.load(std::memory_order_relaxed); }
+  bool held() const noexcept { return busy_.load(std::memory_order_relaxed); }
+  /// Backend wake-ups (eventfd writes on epoll) made so far.
+  std::uint64_t wakes() const noexcept { return wakes_.load(std::memory_order_relaxed); }
   /// Lock holder: blocks until I/O, a wake or the earliest timer; hands the
   /// woken tasks on and fires due timers.
   void drive() noexcept;
@@ -87,6 +100,8 @@ class Driver {
   IoCore* io_core_;
   shim::atomic<IoSource*> io_released_{nullptr};
   shim::atomic<bool> busy_{false};
+  shim::atomic<std::uint64_t> turns_{0};
+  shim::atomic<std::uint64_t> wakes_{0};
   // -1: nobody sleeps in the driver; else the deadline it sleeps until.
   shim::atomic<std::int64_t> sleep_until_{-1};
   TimerQueue timers_;

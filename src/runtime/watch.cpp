@@ -1,0 +1,106 @@
+// The driver watch: what keeps I/O and timers served while a worker
+// computes.
+//
+// The driver is held only by a parked worker (or for a moment by a busy
+// worker's non-blocking poll). A worker that leaves the driver with one task
+// runs it itself and wakes nobody (scheduler.cpp, run_woken); if that task
+// then computes for seconds, every other worker may be asleep on its futex
+// and nobody is in the driver: no socket and no timer is served. Waking a
+// sleeper to take over the driver each time a worker leaves it would cost a
+// futex wake per event. Instead, a thread that is blocked anyway, the one in
+// block_on, looks every tick: if nobody has taken the driver since the last
+// tick and nobody holds it now, it wakes a sleeper, which finds nothing to
+// run, parks and takes the driver. A stall is bounded by about two ticks,
+// and a server under load pays one timed futex wait per tick on a thread
+// that has nothing else to do (Go's sysmon does the same for its netpoller
+// at 10 ms). With one worker there is nobody to wake: the cooperative budget
+// and the every-61st-task poll are what there is (docs/scaling.md).
+//
+// Idle, the watch costs nothing: when every worker is parked and the driver
+// has not turned for a whole tick, the watcher announces that it sleeps for
+// good (watch_deep_) and the first worker to leave park wakes it. The
+// handshake is a Dekker pair: the watcher stores watch_deep_ then reads the
+// unparked count, a worker's count goes up (a seq_cst RMW in Idle) before it
+// reads watch_deep_; one of them sees the other.
+//
+// Several block_on threads: one watches (watch_taken_), the others sleep
+// untimed on the same word; the watcher leaving hands the watch on.
+#include <chrono>
+
+#include "src/runtime/futex.hpp"
+#include "src/runtime/scheduler.hpp"
+
+namespace shoal::detail {
+namespace {
+constexpr std::chrono::nanoseconds kWatchTick = std::chrono::milliseconds(10);
+}  // namespace
+
+struct Scheduler::WatchState {
+  std::uint64_t turns;
+};
+
+void Scheduler::wake_block_on_threads() noexcept {
+  root_word_.fetch_add(1, std::memory_order_release);
+  futex_wake(root_word_);
+  futex_wakes_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Scheduler::root_done(shim::atomic<bool>& done) noexcept {
+  done.store(true, std::memory_order_release);  // its owner may return at once: nothing below touches it
+  wake_block_on_threads();
+}
+
+void Scheduler::left_park() noexcept {
+  if (watch_deep_.load(std::memory_order_seq_cst) && watch_deep_.exchange(false, std::memory_order_acq_rel)) {
+    wake_block_on_threads();
+  }
+}
+
+void Scheduler::wait_root(const shim::atomic<bool>& done) noexcept {
+  root_waiters_.fetch_add(1, std::memory_order_seq_cst);
+  bool watching = false;
+  WatchState st{driver_.turns()};
+  for (;;) {
+    const std::uint32_t gen = root_word_.load(std::memory_order_acquire);
+    if (done.load(std::memory_order_acquire)) break;
+    if (watch_enabled_ && !watching && !watch_taken_.load(std::memory_order_seq_cst) &&
+        !watch_taken_.exchange(true, std::memory_order_seq_cst)) {
+      watching = true;
+      st.turns = driver_.turns();
+    }
+    if (watching && !watch_deep_.load(std::memory_order_relaxed)) {
+      futex_wait_for(root_word_, gen, kWatchTick);
+      watch_tick(st);
+    } else {
+      futex_wait(root_word_, gen, nullptr);
+    }
+  }
+  root_waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  if (watching) {
+    watch_deep_.store(false, std::memory_order_relaxed);
+    watch_taken_.store(false, std::memory_order_seq_cst);
+    // Pairs with a newcomer's "count itself; read watch_taken_": either it
+    // takes the watch or we wake it to.
+    if (root_waiters_.load(std::memory_order_seq_cst) != 0) wake_block_on_threads();
+  }
+}
+
+void Scheduler::watch_tick(WatchState& st) noexcept {
+  const std::uint64_t turns = driver_.turns();
+  const bool turned = turns != st.turns;
+  st.turns = turns;
+  if (turned) return;
+  if (driver_.held()) {
+    // Held for a whole tick: the last worker to park waits in the backend.
+    // If everyone is parked, nothing needs watching until one leaves park.
+    if (idle_.unparked() != 0) return;
+    watch_deep_.store(true, std::memory_order_seq_cst);
+    if (idle_.unparked_seq_cst() != 0) watch_deep_.store(false, std::memory_order_relaxed);
+    return;
+  }
+  // Abandoned for a whole tick: a sleeper takes it over. If every worker is
+  // running, one of them polls within 61 tasks; if all compute, none can.
+  notify_parked();
+}
+
+}  // namespace shoal::detail
