@@ -132,7 +132,6 @@ class IoReadyWithinAwaiter {
   IoWaiter w_;
   std::chrono::milliseconds limit_;
   Scheduler* sched_ = nullptr;  // set once the limit's timer is queued
-  bool no_memory_ = false;
   IdleEntry entry_;
 };
 

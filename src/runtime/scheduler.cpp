@@ -45,7 +45,9 @@ inline std::uint32_t pin_of(const TaskRecord* f) noexcept { return f->flags >> T
 }  // namespace
 
 Scheduler::Scheduler(RuntimeOptions options)
-    : options_(std::move(options)), driver_(*this, options_.manual_clock), idle_(options_.workers) {
+    : options_(std::move(options)),
+      driver_(*this, options_.manual_clock, options_.workers + 1),
+      idle_(options_.workers) {
   if (options_.deterministic_seed) det_ = std::make_unique<DeterministicExecutor>(*options_.deterministic_seed);
   // One worker has nobody to hand the driver to (see watch.cpp).
   watch_enabled_ = !det_ && options_.workers > 1;
@@ -91,6 +93,10 @@ Scheduler::~Scheduler() {
 }
 
 bool Scheduler::on_own_worker() const noexcept { return tls_worker != nullptr && tls_worker->sched == this; }
+
+std::size_t Scheduler::timer_shard() const noexcept {
+  return on_own_worker() ? tls_worker->index : options_.workers;
+}
 
 void Scheduler::blocking_finished() noexcept {
   if (det_ && driver_.manual_clock() && det_->blocking_finished()) unpark(*workers_[0]);

@@ -66,6 +66,9 @@ class Scheduler {
   void inject(TaskRecord* f) noexcept;
 
   bool on_own_worker() const noexcept;
+  /// The timer wheel for the calling thread: its worker's, or the shared
+  /// one after the workers' (any other thread).
+  std::size_t timer_shard() const noexcept;
   void pin_to_current_worker(TaskRecord* f) noexcept;
   std::size_t worker_count() const noexcept { return workers_.size(); }
 

@@ -10,7 +10,6 @@ namespace shoal::detail {
 void SleepAwaiter::await_resume() const {
   if (f_ == nullptr) throw std::logic_error("shoal::sleep_for/sleep_until: awaited outside a shoal task");
   if (cancelled_ || f_->cancelled()) throw Cancelled{};
-  if (no_memory_) throw std::bad_alloc();  // the timer heap could not grow
 }
 
 void SleepAwaiter::on_fire(TimerEntry* e) noexcept {

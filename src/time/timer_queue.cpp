@@ -1,94 +1,53 @@
-// Timer heap. Invariant: an entry is in the heap iff its state is `queued`,
-// and only while holding mu_ does it move between queued and firing/idle.
-// fire_due marks entries `firing` under the lock and calls them after; it
-// sets `done` after each callback returns, which is what
+// Timer shards. Invariant: an entry is on a wheel iff its state is `queued`,
+// and only under that wheel's lock does it move between queued and
+// firing/idle. fire_due marks entries `firing` under the lock and calls them
+// after; it sets `done` after each callback returns, which is what
 // timer_cancel_and_wait spins on.
 #include "src/time/timer_queue.hpp"
 
-#include <utility>
+#include <algorithm>
+#include <mutex>
 
 #include "src/runtime/scheduler.hpp"
 
 namespace shoal::detail {
 
-void TimerQueue::sift_up(std::size_t i) noexcept {
-  while (i > 0) {
-    std::size_t parent = (i - 1) / 2;
-    if (!less(i, parent)) break;
-    const Node a = heap_[i];
-    place(i, heap_[parent]);
-    place(parent, a);
-    i = parent;
-  }
+TimerQueue::TimerQueue(std::size_t shards, std::int64_t now_ns) {
+  shards_.reserve(shards);
+  for (std::size_t i = 0; i < shards; ++i) shards_.push_back(std::make_unique<Shard>(now_ns));
 }
 
-void TimerQueue::sift_down(std::size_t i) noexcept {
-  const std::size_t n = heap_.size();
-  for (;;) {
-    std::size_t l = 2 * i + 1, r = l + 1, m = i;
-    if (l < n && less(l, m)) m = l;
-    if (r < n && less(r, m)) m = r;
-    if (m == i) return;
-    const Node a = heap_[i];
-    place(i, heap_[m]);
-    place(m, a);
-    i = m;
-  }
-}
-
-void TimerQueue::erase_at(std::size_t i) noexcept {
-  TimerEntry* e = heap_[i].entry;
-  e->index = TimerEntry::kNotQueued;
-  const Node last = heap_.back();
-  heap_.pop_back();
-  if (last.entry != e) {
-    place(i, last);
-    sift_down(i);
-    sift_up(last.entry->index);
-  }
-}
-
-TimerInsert TimerQueue::insert(TimerEntry* e, const TaskRecord* unless) noexcept {
-  shim::lock_guard<shim::mutex> g(mu_);
+TimerInsert TimerQueue::insert(TimerEntry* e, std::size_t shard, const TaskRecord* unless) noexcept {
+  Shard& s = *shards_[shard];
+  std::lock_guard<SpinLock> g(s.lock);
   if (unless != nullptr && unless->cancelled()) return TimerInsert::cancelled;
-  e->seq = seq_++;
+  e->shard = static_cast<std::uint16_t>(shard);
   e->state.store(TimerEntry::queued, std::memory_order_relaxed);
-  try {
-    heap_.push_back(Node{e->deadline, e->seq, e});
-  } catch (...) {
-    e->state.store(TimerEntry::idle, std::memory_order_relaxed);
-    return TimerInsert::no_memory;  // the heap could not grow
-  }
-  place(heap_.size() - 1, heap_.back());
-  sift_up(e->index);
-  publish_next();
+  s.wheel.insert(e);
+  s.publish();
   return TimerInsert::queued;
 }
 
 bool TimerQueue::remove(TimerEntry* e) noexcept {
-  shim::lock_guard<shim::mutex> g(mu_);
+  Shard& s = *shards_[e->shard];
+  std::lock_guard<SpinLock> g(s.lock);
   if (e->state.load(std::memory_order_relaxed) != TimerEntry::queued) return false;
-  erase_at(e->index);
+  s.wheel.remove(e);
   e->state.store(TimerEntry::idle, std::memory_order_relaxed);
-  publish_next();
+  s.publish();
   return true;
 }
 
-std::size_t TimerQueue::fire_due(std::int64_t now) noexcept {
-  if (next_deadline() > now) return 0;
+std::size_t TimerQueue::fire_shard(Shard& s, std::int64_t now) noexcept {
   TimerEntry* due[64];
   std::size_t total = 0;
   for (;;) {
     std::size_t n = 0;
     {
-      shim::lock_guard<shim::mutex> g(mu_);
-      while (n < 64 && !heap_.empty() && heap_[0].deadline <= now) {
-        TimerEntry* e = heap_[0].entry;
-        erase_at(0);
-        e->state.store(TimerEntry::firing, std::memory_order_relaxed);
-        due[n++] = e;
-      }
-      publish_next();
+      std::lock_guard<SpinLock> g(s.lock);
+      n = s.wheel.take_due(now, due, 64);
+      for (std::size_t i = 0; i < n; ++i) due[i]->state.store(TimerEntry::firing, std::memory_order_relaxed);
+      s.publish();
     }
     for (std::size_t i = 0; i < n; ++i) {
       TimerEntry* e = due[i];
@@ -100,13 +59,31 @@ std::size_t TimerQueue::fire_due(std::int64_t now) noexcept {
   }
 }
 
+std::size_t TimerQueue::fire_due(std::int64_t now) noexcept {
+  std::size_t total = 0;
+  for (auto& s : shards_) {
+    if (s->next.load(std::memory_order_acquire) <= now) total += fire_shard(*s, now);
+  }
+  return total;
+}
+
+std::int64_t TimerQueue::next_deadline() const noexcept {
+  std::int64_t next = kNever;
+  for (const auto& s : shards_) next = std::min(next, s->next.load(std::memory_order_seq_cst));
+  return next;
+}
+
 std::size_t TimerQueue::size() const noexcept {
-  shim::lock_guard<shim::mutex> g(mu_);
-  return heap_.size();
+  std::size_t n = 0;
+  for (const auto& s : shards_) {
+    std::lock_guard<SpinLock> g(s->lock);
+    n += s->wheel.size();
+  }
+  return n;
 }
 
 TimerInsert timer_insert(Scheduler* s, TimerEntry* e, const TaskRecord* unless) noexcept {
-  return s->driver().add_timer(e, unless);
+  return s->driver().add_timer(e, s->timer_shard(), unless);
 }
 bool timer_remove(Scheduler* s, TimerEntry* e) noexcept { return s->driver().remove_timer(e); }
 

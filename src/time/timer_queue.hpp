@@ -1,60 +1,52 @@
-// The runtime's timer queue: a binary min-heap of (deadline, seq, entry)
-// under one mutex. Keys live in the heap array itself, so sifting compares
-// contiguous memory instead of chasing a pointer into a coroutine frame per
-// comparison (that chase was a fifth of the 100k-sleepers profile). Entries
-// record their heap index, so removal (a cancelled sleep, a finished
-// deadline scope) is O(log n). 100,000 sleepers cost 2.3 MiB here.
+// The runtime's timers: one timing wheel per worker plus one for every other
+// thread, each behind its own spin lock. A task files its timers on its own
+// worker's wheel (O(1), no allocation, no lock shared with other workers); a
+// cancel takes the lock of the wheel the entry is on. Each wheel publishes
+// its earliest deadline, and the driver sleeps until the earliest over all
+// of them and fires every wheel's due timers.
 #pragma once
 
 #include <cstdint>
-#include <limits>
+#include <memory>
 #include <vector>
 
+#include "shoal/detail/spin_lock.hpp"
 #include "shoal/detail/task_record.hpp"
-#include "shoal/detail/frame_alloc.hpp"
 #include "shoal/detail/timer.hpp"
-#include "src/runtime/injector.hpp"
+#include "src/time/timer_wheel.hpp"
 
 namespace shoal::detail {
 
 class TimerQueue {
  public:
-  static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+  static constexpr std::int64_t kNever = TimerWheel::kNever;
 
-  TimerInsert insert(TimerEntry* e, const TaskRecord* unless) noexcept;
+  /// `shards` wheels (the scheduler's workers plus one), starting at `now_ns`.
+  TimerQueue(std::size_t shards, std::int64_t now_ns);
+
+  /// Files `e` on wheel `shard` (see timer_insert).
+  TimerInsert insert(TimerEntry* e, std::size_t shard, const TaskRecord* unless) noexcept;
   bool remove(TimerEntry* e) noexcept;
-  /// Pops every entry due at `now` (marking them firing) and runs their
-  /// callbacks outside the lock. Returns how many fired.
+  /// Takes every entry due at `now` off every wheel (marking them firing)
+  /// and runs their callbacks outside the locks. Returns how many fired.
   std::size_t fire_due(std::int64_t now) noexcept;
-  /// The earliest deadline (kNever if none). Lock-free read.
-  std::int64_t next_deadline() const noexcept { return next_.load(std::memory_order_seq_cst); }
+  /// The earliest deadline over all wheels (kNever if none), or a lower
+  /// bound of it; seq_cst loads (the driver's half of the wake protocol).
+  std::int64_t next_deadline() const noexcept;
   std::size_t size() const noexcept;
 
  private:
-  struct Node {
-    std::int64_t deadline;
-    std::uint64_t seq;
-    TimerEntry* entry;
+  struct alignas(64) Shard {
+    explicit Shard(std::int64_t now_ns) noexcept : wheel(now_ns) {}
+    SpinLock lock;
+    // seq_cst: pairs with the driver announcing its sleep (driver.cpp).
+    shim::atomic<std::int64_t> next{kNever};
+    TimerWheel wheel;
+    void publish() noexcept { next.store(wheel.next_deadline(), std::memory_order_seq_cst); }
   };
-  bool less(std::size_t a, std::size_t b) const noexcept {
-    const Node& x = heap_[a];
-    const Node& y = heap_[b];
-    return x.deadline < y.deadline || (x.deadline == y.deadline && x.seq < y.seq);
-  }
-  void place(std::size_t i, const Node& n) noexcept {
-    heap_[i] = n;
-    n.entry->index = i;
-  }
-  void sift_up(std::size_t i) noexcept;
-  void sift_down(std::size_t i) noexcept;
-  void erase_at(std::size_t i) noexcept;
-  // seq_cst: pairs with the driver announcing its sleep (scheduler.cpp).
-  void publish_next() noexcept { next_.store(heap_.empty() ? kNever : heap_[0].deadline, std::memory_order_seq_cst); }
+  std::size_t fire_shard(Shard& s, std::int64_t now) noexcept;
 
-  mutable shim::mutex mu_;
-  std::vector<Node, FrameAllocator<Node>> heap_;
-  std::uint64_t seq_ = 0;
-  shim::atomic<std::int64_t> next_{kNever};
+  std::vector<std::unique_ptr<Shard>> shards_;
 };
 
 }  // namespace shoal::detail

@@ -294,8 +294,8 @@ SHOAL_TEST(StreamTest, AReadUnderAnIdleLimitAllocatesOnlyItsOwnFrame) {
   Stream writer(sv[1]);
   reader.set_idle_timeout(5ms);
   std::vector<char> buf(16);
-  // The first round registers the socket and grows the timer heap: both
-  // live until the runtime ends, so they are allocated before the counter.
+  // The first round registers the socket, which lives until the runtime
+  // ends, so it is allocated before the counter. (A timer allocates nothing.)
   for (int round = 0; round < 2; ++round) {
     std::optional<shoal::test::FrameCounter> frames;
     if (round == 1) frames.emplace();

@@ -1,6 +1,7 @@
 // Allocation failure at every point: for N = 1, 2, 3, ... fail the N-th
-// runtime allocation (coroutine frames, the timer heap and reactor
-// registrations (IoSource), which all go through detail::frame_allocate),
+// runtime allocation (coroutine frames and reactor registrations
+// (IoSource), which all go through detail::frame_allocate; timers allocate
+// nothing),
 // once and from then on, until a run no longer reaches N; on the simulated
 // executor and on 2 workers. Every run must end in success with the right
 // result or in std::bad_alloc (the documented out-of-memory error), never
@@ -354,7 +355,8 @@ Task<long> sync_rwlock_semaphore() {
 // before the winner's bad_alloc reaches the scope, and the run then ends in
 // SyncError although the only failure was out of memory: "shoal::once_do:
 // the init of shoal::Once "alloc-sweep" threw ...", fail-once at point 11
-// (the timer heap of the init's sleep; 10 is the init's frame), in 1 of
+// (then the timer heap of the init's sleep, which allocates nothing since
+// the timing wheels; 10 is the init's frame), in 1 of
 // 300 two-worker sweeps of this scenario and 5 of 100 of an earlier, busier
 // one. On the simulated executor the winner's fault always comes first, so
 // sync_once is swept there; while this is true it runs clean only on 2

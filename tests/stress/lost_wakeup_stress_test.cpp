@@ -531,7 +531,7 @@ TEST_P(TimerWakeStress, TimerInsertedWhileTheDriverSleepsLongerWakesIt) {
     s.cancel();  // the hour-long sleeper
   }));
   peer.join();
-  rt.reset();  // its timer heap is allocated through the frame allocator
+  rt.reset();  // what the runtime allocated through the frame allocator goes with it
   EXPECT_EQ(woken, rounds);
   EXPECT_EQ(bad.load(), 0);
   EXPECT_EQ(frames.live(), 0);

@@ -467,7 +467,7 @@ struct Totals {
 
 // One round on a fresh runtime (Runtime::block_on for a cancel from outside,
 // shoal::run for the faults), so that afterwards no frame and nothing the
-// runtime allocated through the frame allocator (its timer heap) may be left.
+// runtime allocated through the frame allocator may be left.
 void run_round(std::size_t workers, shoal::test::FrameCounter& frames, std::uint64_t seed, long round,
                Ending ending, Totals& totals) {
   std::mt19937_64 rng(seed);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "shoal/detail/intrusive_list.hpp"
 #include "shoal/detail/sync_shim.hpp"
 
 namespace shoal::detail {
@@ -23,15 +24,19 @@ inline std::int64_t to_ns(Clock::time_point t) noexcept {
 /// clock, if it has one); Clock::now() on any other thread.
 Clock::time_point clock_now() noexcept;
 
-struct TimerEntry {
-  static constexpr std::size_t kNotQueued = std::numeric_limits<std::size_t>::max();
+struct TimerWheelTag;
+
+/// Filed in one shard's timer wheel (src/time/timer_wheel.hpp) through its
+/// hook; `shard` and `slot` say where, under that shard's lock.
+struct TimerEntry : ListHook<TimerWheelTag> {
+  using WheelTag = TimerWheelTag;
   enum State : std::uint32_t { idle, queued, firing, done };
 
   std::int64_t deadline = 0;  // steady_clock, ns
-  std::uint64_t seq = 0;      // FIFO among equal deadlines
-  std::size_t index = kNotQueued;
   shim::atomic<std::uint32_t> state{idle};
-  /// Runs on the thread that fires the timer, outside the queue's lock, with
+  std::uint16_t shard = 0;
+  std::uint16_t slot = 0;  // level * 64 + slot in that level
+  /// Runs on the thread that fires the timer, outside the shard's lock, with
   /// `state == firing`. If anyone may wait for it (timer_cancel_and_wait), its
   /// last touch of the entry is storing `done`.
   void (*fire)(TimerEntry*) noexcept = nullptr;
@@ -39,12 +44,13 @@ struct TimerEntry {
 
 struct TaskRecord;
 
-enum class TimerInsert { queued, cancelled, no_memory };
+enum class TimerInsert { queued, cancelled };
 
-/// Queues `e` (state idle -> queued) unless `unless_cancelled` is given and
-/// already cancelled (checked under the queue's lock, which a canceller's
-/// timer_remove also takes, so a cancel is never missed), or the heap could
-/// not grow. Wakes the driver if it sleeps past the deadline.
+/// Queues `e` (state idle -> queued) on the calling worker's shard unless
+/// `unless_cancelled` is given and already cancelled (checked under the
+/// shard's lock, which a canceller's timer_remove also takes, so a cancel is
+/// never missed). O(1), no allocation. Wakes the driver if it sleeps past
+/// the deadline.
 TimerInsert timer_insert(Scheduler* s, TimerEntry* e, const TaskRecord* unless_cancelled = nullptr) noexcept;
 /// Takes `e` out if it has not started firing. True if removed.
 bool timer_remove(Scheduler* s, TimerEntry* e) noexcept;

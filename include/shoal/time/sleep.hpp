@@ -47,8 +47,8 @@ class SleepAwaiter final : public WaitHook {
     publish_hook(f_, this);
     const TimerInsert r = timer_insert(f_->sched, &entry_, f_);
     if (r == TimerInsert::queued) return true;  // the timer or a canceller resumes us
-    disarm_wait(f_, this);
-    (r == TimerInsert::cancelled ? cancelled_ : no_memory_) = true;
+    disarm_wait(f_, this);  // cancelled before it was queued
+    cancelled_ = true;
     return false;
   }
 
@@ -69,7 +69,6 @@ class SleepAwaiter final : public WaitHook {
   Clock::time_point until_;
   TaskRecord* f_ = nullptr;
   bool cancelled_ = false;
-  bool no_memory_ = false;
   Entry entry_;
 };
 

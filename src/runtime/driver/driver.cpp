@@ -22,12 +22,13 @@
 
 namespace shoal::detail {
 
-Driver::Driver(Scheduler& sched, bool manual_clock)
+Driver::Driver(Scheduler& sched, bool manual_clock, std::size_t timer_shards)
     : sched_(sched),
       manual_clock_(manual_clock),
       manual_now_(to_ns(Clock::now())),
       backend_(io::make_backend()),
-      io_core_(new IoCore()) {
+      io_core_(new IoCore()),
+      timers_(timer_shards, manual_now_.load(std::memory_order_relaxed)) {
   io_core_->driver = this;
   io_core_->rearm = backend_->needs_rearm();
 }
@@ -164,11 +165,11 @@ void Driver::dispatch_io(const io::Event* events, std::size_t n) noexcept {
 
 // ---- timers and the clock ------------------------------------------------
 
-TimerInsert Driver::add_timer(TimerEntry* e, const TaskRecord* unless) noexcept {
+TimerInsert Driver::add_timer(TimerEntry* e, std::size_t shard, const TaskRecord* unless) noexcept {
   // Once queued, `e` may fire or be cancelled at once and its owner's frame
   // resume and move on: never touch it after insert.
   const std::int64_t deadline = e->deadline;
-  const TimerInsert r = timers_.insert(e, unless);
+  const TimerInsert r = timers_.insert(e, shard, unless);
   if (r != TimerInsert::queued) return r;
   const std::int64_t sleeping_until = sleep_until_.load(std::memory_order_seq_cst);
   if (sleeping_until != -1 && deadline < sleeping_until) wake_driver();
@@ -181,10 +182,14 @@ bool Driver::fire_timers() noexcept {
 }
 
 bool Driver::advance_manual_clock() noexcept {
-  const std::int64_t next = timers_.next_deadline();
-  if (next == TimerQueue::kNever) return false;
-  if (next > manual_now_.load(std::memory_order_relaxed)) manual_now_.store(next, std::memory_order_release);
-  return fire_timers();
+  // The wheels may answer with the start of a deadline's tick first; firing
+  // at that time finds the exact deadline, and the next round jumps there.
+  for (;;) {
+    const std::int64_t next = timers_.next_deadline();
+    if (next == TimerQueue::kNever) return false;
+    if (next > manual_now_.load(std::memory_order_relaxed)) manual_now_.store(next, std::memory_order_release);
+    if (fire_timers()) return true;
+  }
 }
 
 }  // namespace shoal::detail

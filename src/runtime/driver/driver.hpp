@@ -26,8 +26,9 @@ namespace shoal::detail {
 class Driver {
  public:
   /// Woken tasks go to `sched` (Scheduler::schedule_batch). A manual clock
-  /// stands still until advance_manual_clock().
-  Driver(Scheduler& sched, bool manual_clock);
+  /// stands still until advance_manual_clock(). `timer_shards`: one timer
+  /// wheel per worker plus one for other threads.
+  Driver(Scheduler& sched, bool manual_clock, std::size_t timer_shards);
   /// Frees released sources; sockets that outlive the runtime free
   /// themselves through the dead core.
   ~Driver();
@@ -70,7 +71,7 @@ class Driver {
   const char* backend_name() const noexcept { return backend_->name(); }
 
   // Timers.
-  TimerInsert add_timer(TimerEntry* e, const TaskRecord* unless) noexcept;
+  TimerInsert add_timer(TimerEntry* e, std::size_t shard, const TaskRecord* unless) noexcept;
   bool remove_timer(TimerEntry* e) noexcept { return timers_.remove(e); }
   /// Fires due timers; true if any fired.
   bool fire_timers() noexcept;
