@@ -27,9 +27,85 @@ void TimerWheel::file(TimerEntry* e) noexcept {
   const int level = (63 - std::countl_zero(differs)) / kSlotBits;
   const int slot = static_cast<int>((t >> (level * kSlotBits)) & (kSlots - 1));
   e->slot = static_cast<std::uint16_t>(level * kSlots + slot);
-  slots_[level][slot].push_back(e);
+  Slot& list = slots_[level][slot];
   occupied_[level] |= std::uint64_t{1} << slot;
-  if (level == 0 && t == elapsed_) current_min_ = std::min(current_min_, e->deadline);
+  if (level == 0 && t == elapsed_) {
+    current_min_ = std::min(current_min_, e->deadline);
+    if (current_sorted_) {  // keep it sorted: after the last entry not later (new ones tend to come last)
+      TimerEntry* after = list.back();
+      while (after != nullptr && after->deadline > e->deadline) after = list.prev(after);
+      list.insert_before(after == nullptr ? list.front() : list.next(after), e);
+      return;
+    }
+  }
+  list.push_back(e);
+}
+
+void TimerWheel::enter_tick(std::uint64_t tick) noexcept {
+  if (tick == elapsed_) return;
+  elapsed_ = tick;
+  current_min_ = kNever;
+  current_sorted_ = false;
+}
+
+namespace {
+
+// A stable merge sort of a chain linked through the hooks' `prev` (free
+// once an entry is off its list): no allocation.
+TimerEntry* chain_next(TimerEntry* e) noexcept { return static_cast<TimerEntry*>(e->prev); }
+
+TimerEntry* merge_sort(TimerEntry* head, std::size_t n) noexcept {
+  if (n <= 1) {
+    if (head != nullptr) head->prev = nullptr;
+    return head;
+  }
+  TimerEntry* mid = head;
+  for (std::size_t i = 0; i < n / 2; ++i) mid = chain_next(mid);
+  TimerEntry* a = merge_sort(head, n / 2);
+  TimerEntry* b = merge_sort(mid, n - n / 2);
+  TimerEntry* out = nullptr;
+  TimerEntry* last = nullptr;
+  auto append = [&](TimerEntry*& from) {
+    TimerEntry* next = chain_next(from);
+    if (last != nullptr) {
+      last->prev = from;
+    } else {
+      out = from;
+    }
+    last = from;
+    from = next;
+  };
+  while (a != nullptr && b != nullptr) append(b->deadline < a->deadline ? b : a);  // ties from a: stable
+  TimerEntry* rest = a != nullptr ? a : b;
+  if (last != nullptr) {
+    last->prev = rest;
+  } else {
+    out = rest;
+  }
+  return out;
+}
+
+}  // namespace
+
+void TimerWheel::sort_by_deadline(Slot& list) noexcept {
+  TimerEntry* head = nullptr;
+  TimerEntry* last = nullptr;
+  std::size_t n = 0;
+  while (TimerEntry* e = list.pop_front()) {
+    e->prev = nullptr;
+    if (last != nullptr) {
+      last->prev = e;
+    } else {
+      head = e;
+    }
+    last = e;
+    ++n;
+  }
+  for (TimerEntry* e = merge_sort(head, n); e != nullptr;) {
+    TimerEntry* next = chain_next(e);
+    list.push_back(e);
+    e = next;
+  }
 }
 
 void TimerWheel::unfile(TimerEntry* e) noexcept {
@@ -84,11 +160,7 @@ std::size_t TimerWheel::take_due(std::int64_t now, TimerEntry** out, std::size_t
   std::size_t n = 0;
   Expiration x;
   while (n < max && next_expiration(x) && x.tick <= now_tick) {
-    Slot& list = slots_[x.level < kLevels ? x.level : 0][x.slot];
-    if (x.tick != elapsed_) {
-      elapsed_ = x.tick;
-      current_min_ = kNever;
-    }
+    enter_tick(x.tick);
     if (x.level == kLevels) {
       // Time reached the next span of the top level: what waited for it files in.
       Slot waiting;
@@ -96,6 +168,7 @@ std::size_t TimerWheel::take_due(std::int64_t now, TimerEntry** out, std::size_t
       while (TimerEntry* e = waiting.pop_front()) file(e);
       continue;
     }
+    Slot& list = slots_[x.level][x.slot];
     if (x.level > 0) {
       // Its time has begun: file its entries again against the new
       // elapsed_; each lands at least one level lower.
@@ -103,29 +176,28 @@ std::size_t TimerWheel::take_due(std::int64_t now, TimerEntry** out, std::size_t
       while (TimerEntry* e = list.pop_front()) file(e);
       continue;
     }
-    // Level 0: a slot before now's tick is due whole; now's tick only up to now.
-    std::int64_t left_min = kNever;
-    for (TimerEntry* e = list.front(); e != nullptr;) {
-      TimerEntry* next = list.next(e);
-      if (e->deadline <= now && n < max) {
-        list.remove(e);
-        out[n++] = e;
-        --size_;
-      } else {
-        left_min = std::min(left_min, e->deadline);
-      }
-      e = next;
+    if (x.tick == now_tick && !current_sorted_) {
+      // Now's tick hands over only what has passed, perhaps over many looks:
+      // sort it once, then each look takes from the front.
+      sort_by_deadline(list);
+      current_sorted_ = true;
     }
-    current_min_ = left_min;
-    if (list.empty()) occupied_[0] &= ~(std::uint64_t{1} << x.slot);
+    // A slot before now's tick is due whole (in filing order).
+    while (n < max) {
+      TimerEntry* e = list.front();
+      if (e == nullptr || (current_sorted_ && e->deadline > now)) break;
+      list.remove(e);
+      out[n++] = e;
+      --size_;
+    }
+    const TimerEntry* left = list.front();
+    current_min_ = left == nullptr ? kNever : left->deadline;  // exact once sorted; else a past tick's, due
+    if (left == nullptr) occupied_[0] &= ~(std::uint64_t{1} << x.slot);
     if (x.tick == now_tick) break;  // what is left here is not due yet
   }
   // Unless the caller is full, every slot that began by now was processed:
   // time moves on to now.
-  if (n < max && now_tick > elapsed_) {
-    elapsed_ = now_tick;
-    current_min_ = kNever;
-  }
+  if (n < max && now_tick > elapsed_) enter_tick(now_tick);
   return n;
 }
 

@@ -63,6 +63,8 @@ class TimerWheel {
   }
   bool next_expiration(Expiration& x) const noexcept;
   void file(TimerEntry* e) noexcept;
+  void enter_tick(std::uint64_t tick) noexcept;
+  static void sort_by_deadline(Slot& list) noexcept;
   void unfile(TimerEntry* e) noexcept;
 
   Slot slots_[kLevels][kSlots];
@@ -72,6 +74,9 @@ class TimerWheel {
   // A lower bound of the deadlines in level 0's slot for `elapsed_` (the
   // exact earliest after a scan of it).
   std::int64_t current_min_ = kNever;
+  // That slot is sorted by deadline (after its first scan, and kept so by
+  // filing in order): later scans take from the front and stop.
+  bool current_sorted_ = false;
   std::size_t size_ = 0;
 };
 

@@ -46,6 +46,14 @@ class IntrusiveList {
   }
 
   void push_back(T* x) noexcept { link_before(&head_, up(x)); }
+  /// Links `x` before `pos` (an element of this list), or at the back if
+  /// `pos` is null.
+  void insert_before(T* pos, T* x) noexcept { link_before(pos == nullptr ? &head_ : up(pos), up(x)); }
+  /// The element before `x`, or null at the front.
+  T* prev(const T* x) const noexcept {
+    Hook* p = up(x)->prev;
+    return p == &head_ ? nullptr : down(p);
+  }
   void push_front(T* x) noexcept { link_before(head_.next, up(x)); }
   /// `x` must be in this list. Afterwards `next` is null (not linked);
   /// `prev` is left as it was, free for the owner's use.
