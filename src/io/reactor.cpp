@@ -128,6 +128,7 @@ bool IoReadyWithinAwaiter::suspend(TaskRecord* f, std::coroutine_handle<> h) noe
     entry_.waiter = &w_;
     entry_.fire = &IoReadyWithinAwaiter::on_idle;
     entry_.deadline = to_ns(clock_now() + limit_);
+    timer_bind(f->sched, &entry_);
     (void)timer_insert(f->sched, &entry_);  // no cancel check: the wait below makes it
     sched_ = f->sched;
   }

@@ -5,6 +5,9 @@
 #include <cstdint>
 
 #include "shoal/detail/sync_shim.hpp"
+#if !defined(SHOAL_MODEL)
+#include "src/runtime/futex.hpp"
+#endif
 
 namespace shoal::detail {
 
@@ -35,7 +38,7 @@ class Parker {
     }
     expected = kEmpty;
     if (state_.compare_exchange_strong(expected, kParked, std::memory_order_acq_rel)) {
-      while (state_.load(std::memory_order_acquire) == kParked) state_.wait(kParked, std::memory_order_acquire);
+      while (state_.load(std::memory_order_acquire) == kParked) sleep_while_parked();
     }
     state_.store(kEmpty, std::memory_order_release);
   }
@@ -46,7 +49,7 @@ class Parker {
   std::uint32_t unpark(Driver& d) noexcept {
     std::uint32_t prev = state_.exchange(kNotified, std::memory_order_acq_rel);
     if (prev == kParked) {
-      state_.notify_one();
+      wake_parked();
     } else if (prev == kParkedDriver) {
       d.wake_driver();
     }
@@ -58,6 +61,16 @@ class Parker {
   static constexpr std::uint32_t kEmpty = 0, kParked = 1, kParkedDriver = 2, kNotified = 3;
 
  private:
+  // A plain futex: libstdc++'s atomic wait spins through sched_yield before
+  // it sleeps, which a parking worker must not do (it found nothing to run).
+#if defined(SHOAL_MODEL)
+  void sleep_while_parked() noexcept { state_.wait(kParked, std::memory_order_acquire); }
+  void wake_parked() noexcept { state_.notify_one(); }
+#else
+  void sleep_while_parked() noexcept { futex_wait(state_, kParked, nullptr); }
+  void wake_parked() noexcept { futex_wake(state_, 1); }
+#endif
+
   shim::atomic<std::uint32_t> state_{kEmpty};
 };
 

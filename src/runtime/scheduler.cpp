@@ -42,6 +42,22 @@ thread_local TaskRecord* tls_record = nullptr;
 
 inline std::uint32_t pin_of(const TaskRecord* f) noexcept { return f->flags >> TaskRecord::kPinShift; }
 
+// A wake from a thread that is none of the workers: the task it wakes may
+// finish the root and the runtime be destroyed before the wake has returned
+// (it still counts and unparks). ~Scheduler waits until such wakes are gone.
+// The count goes up before the task is published, so the destructor, which
+// runs after that task's root is done, cannot miss it.
+class ForeignWake {
+ public:
+  explicit ForeignWake(shim::atomic<std::uint32_t>& n) noexcept : n_(n) { n_.fetch_add(1, std::memory_order_relaxed); }
+  ~ForeignWake() { n_.fetch_sub(1, std::memory_order_release); }
+  ForeignWake(const ForeignWake&) = delete;
+  ForeignWake& operator=(const ForeignWake&) = delete;
+
+ private:
+  shim::atomic<std::uint32_t>& n_;
+};
+
 }  // namespace
 
 Scheduler::Scheduler(RuntimeOptions options)
@@ -90,6 +106,8 @@ Scheduler::~Scheduler() {
   shutdown_.store(true, std::memory_order_seq_cst);
   for (auto& w : workers_) unpark(*w);
   for (auto& w : workers_) w->thread.join();
+  SpinWait wait;  // a foreign wake is a few instructions from done
+  while (foreign_wakes_.load(std::memory_order_acquire) != 0) wait.pause();
 }
 
 bool Scheduler::on_own_worker() const noexcept { return tls_worker != nullptr && tls_worker->sched == this; }
@@ -99,6 +117,7 @@ std::size_t Scheduler::timer_shard() const noexcept {
 }
 
 void Scheduler::blocking_finished() noexcept {
+  // A pool thread, after its wake: safe, the pool (a member) joins it first.
   if (det_ && driver_.manual_clock() && det_->blocking_finished()) unpark(*workers_[0]);
 }
 
@@ -142,6 +161,7 @@ void Scheduler::notify_parked() noexcept {
 }
 
 void Scheduler::inject(TaskRecord* f) noexcept {
+  ForeignWake guard(foreign_wakes_);
   if (det_) {
     det_->push(f);
     unpark(*workers_[0]);
@@ -199,8 +219,13 @@ void Scheduler::schedule_batch(TaskBatch& batch) noexcept {
   if (batch.empty()) return;
   Worker* w = tls_worker;
   if (det_) {
+    if (w != nullptr && w->sched == this) {
+      det_->push_batch(batch);
+      return;
+    }
+    ForeignWake guard(foreign_wakes_);
     det_->push_batch(batch);
-    if (w == nullptr || w->sched != this) unpark(*workers_[0]);
+    unpark(*workers_[0]);
     return;
   }
   if (w != nullptr && w->sched == this && w->driving) {
@@ -212,7 +237,13 @@ void Scheduler::schedule_batch(TaskBatch& batch) noexcept {
     batch = TaskBatch{};
     return;
   }
-  place_batch(w != nullptr && w->sched == this ? w : nullptr, batch);
+  if (w != nullptr && w->sched == this) {
+    place_batch(w, batch);
+    notify_parked();
+    return;
+  }
+  ForeignWake guard(foreign_wakes_);
+  place_batch(nullptr, batch);
   notify_parked();
 }
 

@@ -127,6 +127,8 @@ class Scheduler {
   Idle idle_;
   shim::atomic<bool> shutdown_{false};
   shim::atomic<std::uint64_t> futex_wakes_{0};
+  // Wakes in progress on threads that are none of the workers (see inject).
+  shim::atomic<std::uint32_t> foreign_wakes_{0};
 
   // block_on threads sleep on one word; root_done and the watch bump it.
   shim::atomic<std::uint32_t> root_word_{0};

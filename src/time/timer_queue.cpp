@@ -17,11 +17,10 @@ TimerQueue::TimerQueue(std::size_t shards, std::int64_t now_ns) {
   for (std::size_t i = 0; i < shards; ++i) shards_.push_back(std::make_unique<Shard>(now_ns));
 }
 
-TimerInsert TimerQueue::insert(TimerEntry* e, std::size_t shard, const TaskRecord* unless) noexcept {
-  Shard& s = *shards_[shard];
+TimerInsert TimerQueue::insert(TimerEntry* e, const TaskRecord* unless) noexcept {
+  Shard& s = *shards_[e->shard];
   std::lock_guard<SpinLock> g(s.lock);
   if (unless != nullptr && unless->cancelled()) return TimerInsert::cancelled;
-  e->shard = static_cast<std::uint16_t>(shard);
   e->state.store(TimerEntry::queued, std::memory_order_relaxed);
   s.wheel.insert(e);
   s.publish();
@@ -82,8 +81,9 @@ std::size_t TimerQueue::size() const noexcept {
   return n;
 }
 
+void timer_bind(Scheduler* s, TimerEntry* e) noexcept { e->shard = static_cast<std::uint16_t>(s->timer_shard()); }
 TimerInsert timer_insert(Scheduler* s, TimerEntry* e, const TaskRecord* unless) noexcept {
-  return s->driver().add_timer(e, s->timer_shard(), unless);
+  return s->driver().add_timer(e, unless);
 }
 bool timer_remove(Scheduler* s, TimerEntry* e) noexcept { return s->driver().remove_timer(e); }
 

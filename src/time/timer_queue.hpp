@@ -24,8 +24,8 @@ class TimerQueue {
   /// `shards` wheels (the scheduler's workers plus one), starting at `now_ns`.
   TimerQueue(std::size_t shards, std::int64_t now_ns);
 
-  /// Files `e` on wheel `shard` (see timer_insert).
-  TimerInsert insert(TimerEntry* e, std::size_t shard, const TaskRecord* unless) noexcept;
+  /// Files `e` on the wheel it is bound to (see timer_insert).
+  TimerInsert insert(TimerEntry* e, const TaskRecord* unless) noexcept;
   bool remove(TimerEntry* e) noexcept;
   /// Takes every entry due at `now` off every wheel (marking them firing)
   /// and runs their callbacks outside the locks. Returns how many fired.

@@ -190,7 +190,7 @@ TEST_P(FanOutFanInStress, EveryRoundCollectsEveryReport) {
   std::printf("%ld hand-offs, ~%ld crossed workers\n", handoffs.load(), total_cross(crosses));
 }
 
-INSTANTIATE_TEST_SUITE_P(Workers, FanOutFanInStress, ::testing::Values(std::size_t{2}, std::size_t{8}),
+INSTANTIATE_TEST_SUITE_P(Workers, FanOutFanInStress, ::testing::Values(std::size_t{2}, std::size_t{8}, std::size_t{16}),
                          shoal::test::worker_param_name);
 
 struct PingPongParam {
@@ -537,7 +537,8 @@ TEST_P(TimerWakeStress, TimerInsertedWhileTheDriverSleepsLongerWakesIt) {
   EXPECT_EQ(frames.live(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Workers, TimerWakeStress, ::testing::Values(std::size_t{1}, std::size_t{2}, std::size_t{4}),
+INSTANTIATE_TEST_SUITE_P(Workers, TimerWakeStress,
+                         ::testing::Values(std::size_t{1}, std::size_t{2}, std::size_t{4}, std::size_t{16}),
                          shoal::test::worker_param_name);
 
 }  // namespace

@@ -133,6 +133,9 @@ void stress(std::size_t workers, bool deterministic, const char* name) {
 
 TEST(ScopeTreeStress, OneWorker) { stress(1, false, "ScopeTreeStress.OneWorker"); }
 TEST(ScopeTreeStress, FourWorkers) { stress(4, false, "ScopeTreeStress.FourWorkers"); }
+// Oversubscribed (16 workers on however many cores): the per-worker timer
+// wheels, the watch and the parking paths with many sleepers.
+TEST(ScopeTreeStress, SixteenWorkers) { stress(16, false, "ScopeTreeStress.SixteenWorkers"); }
 TEST(ScopeTreeStress, DeterministicSchedules) { stress(1, true, "ScopeTreeStress.DeterministicSchedules"); }
 
 }  // namespace

@@ -596,7 +596,7 @@ TEST_P(ShutdownStress, DescendantFaultUnwindsEveryKindOfWait) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, ShutdownStress,
-                         ::testing::Values(std::size_t{1}, std::size_t{2}, std::size_t{4}),
+                         ::testing::Values(std::size_t{1}, std::size_t{2}, std::size_t{4}, std::size_t{16}),
                          shoal::test::worker_param_name);
 
 }  // namespace

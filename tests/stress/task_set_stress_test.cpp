@@ -154,7 +154,8 @@ TEST_P(TaskSetStress, AdmissionRacesKeepTheLimitAndAccountForEverySpawn) {
   EXPECT_EQ(frames.live(), 0) << "frames leaked";
 }
 
-INSTANTIATE_TEST_SUITE_P(Workers, TaskSetStress, ::testing::Values(std::size_t{1}, std::size_t{2}, std::size_t{4}),
+INSTANTIATE_TEST_SUITE_P(Workers, TaskSetStress,
+                         ::testing::Values(std::size_t{1}, std::size_t{2}, std::size_t{4}, std::size_t{16}),
                          shoal::test::worker_param_name);
 
 }  // namespace

@@ -51,7 +51,11 @@ enum class TimerInsert { queued, cancelled };
 /// shard's lock, which a canceller's timer_remove also takes, so a cancel is
 /// never missed). O(1), no allocation. Wakes the driver if it sleeps past
 /// the deadline.
+/// `e` must be bound first (timer_bind).
 TimerInsert timer_insert(Scheduler* s, TimerEntry* e, const TaskRecord* unless_cancelled = nullptr) noexcept;
+/// Chooses the wheel `e` will be filed on (the calling worker's). Before
+/// anyone else can reach `e`: a canceller reads it to find the wheel's lock.
+void timer_bind(Scheduler* s, TimerEntry* e) noexcept;
 /// Takes `e` out if it has not started firing. True if removed.
 bool timer_remove(Scheduler* s, TimerEntry* e) noexcept;
 /// Removes `e`, or waits until an in-progress firing of it has finished, so

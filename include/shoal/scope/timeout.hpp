@@ -48,6 +48,7 @@ class CancelFrame {
       fire_now();
       return;
     }
+    timer_bind(node_.sched, &entry_);
     (void)timer_insert(node_.sched, &entry_);  // no cancel check: a cancelled scope fires it harmlessly
     armed_ = true;
   }

@@ -44,6 +44,7 @@ class SleepAwaiter final : public WaitHook {
     entry_.deadline = to_ns(until_);
     entry_.fire = &SleepAwaiter::on_fire;
     entry_.owner = this;
+    timer_bind(f_->sched, &entry_);  // before the hook: cancel_wait reads which wheel
     publish_hook(f_, this);
     const TimerInsert r = timer_insert(f_->sched, &entry_, f_);
     if (r == TimerInsert::queued) return true;  // the timer or a canceller resumes us

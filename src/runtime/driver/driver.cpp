@@ -165,11 +165,11 @@ void Driver::dispatch_io(const io::Event* events, std::size_t n) noexcept {
 
 // ---- timers and the clock ------------------------------------------------
 
-TimerInsert Driver::add_timer(TimerEntry* e, std::size_t shard, const TaskRecord* unless) noexcept {
+TimerInsert Driver::add_timer(TimerEntry* e, const TaskRecord* unless) noexcept {
   // Once queued, `e` may fire or be cancelled at once and its owner's frame
   // resume and move on: never touch it after insert.
   const std::int64_t deadline = e->deadline;
-  const TimerInsert r = timers_.insert(e, shard, unless);
+  const TimerInsert r = timers_.insert(e, unless);
   if (r != TimerInsert::queued) return r;
   const std::int64_t sleeping_until = sleep_until_.load(std::memory_order_seq_cst);
   if (sleeping_until != -1 && deadline < sleeping_until) wake_driver();

@@ -71,7 +71,7 @@ class Driver {
   const char* backend_name() const noexcept { return backend_->name(); }
 
   // Timers.
-  TimerInsert add_timer(TimerEntry* e, std::size_t shard, const TaskRecord* unless) noexcept;
+  TimerInsert add_timer(TimerEntry* e, const TaskRecord* unless) noexcept;
   bool remove_timer(TimerEntry* e) noexcept { return timers_.remove(e); }
   /// Fires due timers; true if any fired.
   bool fire_timers() noexcept;
