@@ -255,12 +255,22 @@ Address Listener::local_address() const {
   return Address::from_native(reinterpret_cast<sockaddr*>(&ss), len);
 }
 
-Task<Stream> Listener::accept() {
+Task<Stream> Listener::accept() { return accept_into(nullptr); }
+
+Task<Stream> Listener::accept(Address& peer) { return accept_into(&peer); }
+
+Task<Stream> Listener::accept_into(Address* peer) {
   if (fd_ < 0) throw std::logic_error("shoal::net::Listener::accept: the listener is closed (or moved from)");
-  auto attempt = [this](detail::IoAttempt& a) -> std::optional<Stream> {
+  auto attempt = [this, peer](detail::IoAttempt& a) -> std::optional<Stream> {
     for (;;) {
-      const int fd = shoal::detail::sys::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd >= 0) return Stream(fd);
+      sockaddr_storage ss;
+      socklen_t len = sizeof ss;
+      const int fd = shoal::detail::sys::accept4(fd_, peer != nullptr ? reinterpret_cast<sockaddr*>(&ss) : nullptr,
+                                                 peer != nullptr ? &len : nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd >= 0) {
+        if (peer != nullptr) *peer = Address::from_native(reinterpret_cast<sockaddr*>(&ss), len);
+        return Stream(fd);
+      }
       const int err = errno;
       if (err == EINTR || err == ECONNABORTED) continue;
       if (err == EAGAIN || err == EWOULDBLOCK) return std::nullopt;

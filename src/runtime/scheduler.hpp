@@ -4,10 +4,13 @@
 // executor is its own class (src/runtime/deterministic.hpp).
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <random>
 #include <thread>
@@ -116,6 +119,7 @@ class Scheduler {
   struct WatchState;
   void watch_tick(WatchState& st) noexcept;
   void wake_block_on_threads() noexcept;
+  void root_sleep(std::uint32_t gen, const std::chrono::nanoseconds* timeout) noexcept;
   void left_park() noexcept;
   void dump_node(std::ostream& out, CancelNode* n, int depth) const;
 
@@ -136,6 +140,10 @@ class Scheduler {
   shim::atomic<bool> watch_taken_{false};
   shim::atomic<bool> watch_deep_{false};  // the watcher sleeps until a worker leaves park
   bool watch_enabled_ = false;
+#if defined(SHOAL_TSAN)
+  std::mutex root_mu_;  // see root_sleep
+  std::condition_variable root_cv_;
+#endif
 
   mutable shim::mutex roots_mu_;
   std::vector<CancelNode*> roots_;

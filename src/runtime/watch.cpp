@@ -39,10 +39,42 @@ struct Scheduler::WatchState {
   std::uint64_t turns;
 };
 
+// The block_on threads sleep on root_word_ (a generation count). Under
+// ThreadSanitizer a signal reaches a thread only inside a call TSan
+// intercepts, and the kernel prefers the main thread, often the one in
+// block_on, for a process-directed signal: there it sleeps on a condition
+// variable instead of a raw futex, or a signal wait could never see its
+// signal.
 void Scheduler::wake_block_on_threads() noexcept {
+  futex_wakes_.fetch_add(1, std::memory_order_relaxed);
+#if defined(SHOAL_TSAN)
+  {
+    std::lock_guard<std::mutex> g(root_mu_);
+    root_word_.fetch_add(1, std::memory_order_release);
+  }
+  root_cv_.notify_all();
+#else
   root_word_.fetch_add(1, std::memory_order_release);
   futex_wake(root_word_);
-  futex_wakes_.fetch_add(1, std::memory_order_relaxed);
+#endif
+}
+
+void Scheduler::root_sleep(std::uint32_t gen, const std::chrono::nanoseconds* timeout) noexcept {
+#if defined(SHOAL_TSAN)
+  std::unique_lock<std::mutex> g(root_mu_);
+  if (root_word_.load(std::memory_order_acquire) != gen) return;
+  if (timeout != nullptr) {
+    root_cv_.wait_for(g, *timeout);
+  } else {
+    root_cv_.wait(g);
+  }
+#else
+  if (timeout != nullptr) {
+    futex_wait_for(root_word_, gen, *timeout);
+  } else {
+    futex_wait(root_word_, gen, nullptr);
+  }
+#endif
 }
 
 void Scheduler::root_done(shim::atomic<bool>& done) noexcept {
@@ -69,10 +101,10 @@ void Scheduler::wait_root(const shim::atomic<bool>& done) noexcept {
       st.turns = driver_.turns();
     }
     if (watching && !watch_deep_.load(std::memory_order_relaxed)) {
-      futex_wait_for(root_word_, gen, kWatchTick);
+      root_sleep(gen, &kWatchTick);
       watch_tick(st);
     } else {
-      futex_wait(root_word_, gen, nullptr);
+      root_sleep(gen, nullptr);
     }
   }
   root_waiters_.fetch_sub(1, std::memory_order_seq_cst);

@@ -68,6 +68,23 @@ SHOAL_TEST(StreamTest, EchoesAMegabyteBothWaysAtOnce) {
   EXPECT_TRUE(got == sent) << "the echoed bytes differ";
 }
 
+SHOAL_TEST(StreamTest, AcceptReportsTheConnectingPeersAddress) {
+  auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  Address peer;
+  Address client_side;
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      Stream c = co_await shoal::net::connect(addr);
+      client_side = c.local_address();
+    });
+    Stream accepted = co_await listener.accept(peer);
+    EXPECT_EQ(peer, accepted.peer_address());
+  });
+  EXPECT_NE(peer.port(), 0);
+  EXPECT_EQ(peer, client_side) << peer.to_string() << " vs " << client_side.to_string();
+}
+
 SHOAL_TEST(StreamTest, ServesManyConcurrentConnections) {
   auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
   const Address addr = listener.local_address();

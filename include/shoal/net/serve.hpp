@@ -2,9 +2,12 @@
 // fault isolation and graceful shutdown.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -67,13 +70,33 @@ void report_handler_fault(const net::ServeOptions& o, std::exception_ptr e, cons
 /// not a handler fault worth a log line.
 bool is_disconnect(const std::exception_ptr& e) noexcept;
 
-template <class H>
-Task<void> run_handler(H* handler, const net::ServeOptions* options, net::Stream conn) {
-  net::Address peer;
-  try {
-    peer = conn.peer_address();
-  } catch (...) {
+/// The peer a handler's fault report names, kept for the connection's
+/// lifetime in 32 bytes (an Address is 136): an IP address and port whole; a
+/// Unix-socket peer by its family only (accepted Unix peers are almost
+/// always unnamed).
+class PeerName {
+ public:
+  PeerName() noexcept = default;
+  explicit PeerName(const net::Address& a) noexcept {
+    if (a.native_size() <= static_cast<socklen_t>(sizeof sa_)) {
+      std::memcpy(&sa_, a.native(), a.native_size());
+      len_ = a.native_size();
+    } else {
+      sa_.sin6_family = static_cast<sa_family_t>(a.family());
+      len_ = sizeof(sa_family_t);
+    }
   }
+  net::Address address() const noexcept {
+    return net::Address::from_native(reinterpret_cast<const sockaddr*>(&sa_), len_);
+  }
+
+ private:
+  sockaddr_in6 sa_{};  // holds a sockaddr_in too
+  socklen_t len_ = 0;
+};
+
+template <class H>
+Task<void> run_handler(H* handler, const net::ServeOptions* options, net::Stream conn, PeerName peer) {
   std::exception_ptr fault;
   try {
     conn.set_idle_timeout(options->idle_timeout);
@@ -83,7 +106,7 @@ Task<void> run_handler(H* handler, const net::ServeOptions* options, net::Stream
   } catch (...) {
     fault = std::current_exception();
   }
-  if (fault && !is_cancellation(fault) && !is_disconnect(fault)) report_handler_fault(*options, fault, peer);
+  if (fault && !is_cancellation(fault) && !is_disconnect(fault)) report_handler_fault(*options, fault, peer.address());
 }
 }  // namespace shoal::detail
 
@@ -117,12 +140,13 @@ Task<void> serve(Listener& listener, ServeOptions options, H handler) {
           accepting.cancel();  // stop accepting; the handlers are not in this scope
         });
       }
+      net::Address peer;  // the accept reports it; each handler keeps a compact copy
       for (;;) {
         // A named factory: g++ 12 miscompiles a lambda temporary with a
         // class-type capture inside a co_await expression (docs/task_sets.md).
-        Stream conn = co_await listener.accept();
-        auto child = [h = &handler, o = &options, c = std::move(conn)]() mutable {
-          return detail::run_handler(h, o, std::move(c));
+        Stream conn = co_await listener.accept(peer);
+        auto child = [h = &handler, o = &options, c = std::move(conn), p = detail::PeerName(peer)]() mutable {
+          return detail::run_handler(h, o, std::move(c), p);
         };
         // While full this waits: backpressure, the backlog holds the rest.
         (void)co_await set.spawn(std::move(child));

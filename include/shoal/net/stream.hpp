@@ -158,12 +158,16 @@ class Listener {
   /// Throws: Cancelled; std::system_error for other accept errors (or if the
   ///   reactor refuses the fd); std::logic_error on a closed listener.
   Task<Stream> accept();
+  /// The same, and stores the connecting peer's address in `peer` (the
+  /// accept reports it: no getpeername). `peer` must outlive the await.
+  Task<Stream> accept(Address& peer);
   Address local_address() const;
   int native_handle() const noexcept { return fd_; }
   void close() noexcept;
 
  private:
   void warn_backing_off(int err) noexcept;
+  Task<Stream> accept_into(Address* peer);
   int fd_ = -1;
   detail::IoSlot src_;  // registered at the first operation
   bool warned_ = false;
