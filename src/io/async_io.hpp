@@ -1,16 +1,16 @@
-// The one readiness loop every I/O operation runs (the shape of Tokio's
-// Registration::async_io): wait until the cached readiness says the
-// syscall may succeed, try it, and on EAGAIN drop the readiness and wait
-// for the next edge. Sockets, pipes, the signal pipe and pidfds all go
-// through it; an operation supplies only its syscall.
+// The readiness loop (IoOp, shoal/detail/io_op.hpp) for operations whose
+// syscall is a lambda that returns its result and may throw: UDP, accept,
+// the signal pipe, pidfds. Streams use IoOp directly, with no frame.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <type_traits>
 #include <utility>
 
+#include "shoal/detail/io_op.hpp"
+#include "shoal/runtime/errors.hpp"
 #include "shoal/runtime/task.hpp"
 #include "src/io/io_source.hpp"
 
@@ -18,28 +18,10 @@ namespace shoal::detail {
 
 /// What an operation's attempt sees and may ask of the loop.
 struct IoAttempt {
-  std::uint32_t seen = 0;  // the source's state, read before this attempt
-  bool woken = false;      // a readiness event (not a retry) led to this attempt
-  bool back_off = false;   // set by the attempt: try again after a pause, not an edge
-  bool yield = true;       // cleared by the attempt: no budget yield after it
-  bool drained = false;    // set by a successful attempt: see drain()
-  std::uint8_t backed_off = 0;  // pauses so far (each doubles)
-
-  /// The attempt succeeded but left its direction not ready (a short read
-  /// drained the socket, a short write filled it): the next call waits for
-  /// an edge instead of making a syscall that would say EAGAIN.
+  bool woken = false;     // a readiness event (not a retry) led to this attempt
+  bool back_off = false;  // set by the attempt: try again after a pause, not an edge
+  bool drained = false;   // set by a successful attempt: see IoOp::drain()
   void drain() noexcept { drained = true; }
-};
-
-/// No limit on an operation's waits: nothing in its frame.
-struct NoIdleLimit {};
-
-/// A limit on each wait of one operation (Stream::set_idle_timeout).
-struct IdleLimit {
-  std::chrono::milliseconds limit;
-  const char* op;  // named in the error
-  /// Throws the error for `fd`'s operation `op` having waited `limit` (it must throw).
-  void (*expired)(int fd, const char* op, std::chrono::milliseconds limit);
 };
 
 /// Sleeps the `times`-th back-off pause (5 ms doubling to 640 ms) and counts
@@ -57,49 +39,59 @@ struct IoResultOf<Attempt, bool> {
 
 /// `attempt(a)` makes the syscall: it returns the result (a std::optional
 /// holding it, or true for an operation without one), or nullopt/false on
-/// EAGAIN (EINTR it retries itself); it throws on an error. Before the
-/// first side effect the task's cancellation is checked; after an attempt
-/// that succeeds without waiting the task yields once per budget.
-/// Checkpoint: yes. Cancellation: nothing was done. Throws: Cancelled,
-/// std::bad_alloc (an idle limit's timer), what `attempt` and `idle.expired` throw.
-/// `kBacksOff`: the attempt may ask for a pause (only then is the back-off
-/// in the frame).
-template <bool kBacksOff = false, class Limit, class Attempt, class R = typename IoResultOf<Attempt>::type>
-Task<R> async_io(IoSource* s, std::uint32_t interest, Limit idle, Attempt attempt) {
-  io_check_cancelled();
-  IoAttempt a;
+/// EAGAIN (EINTR it retries itself); it throws on an error.
+/// Checkpoint: yes. Cancellation: nothing was done. Throws: Cancelled, what
+/// `attempt` throws. `kBacksOff`: the attempt may ask for a pause (only then
+/// is the back-off in the frame).
+template <bool kBacksOff = false, class Attempt, class R = typename IoResultOf<Attempt>::type>
+Task<R> async_io(IoSource* s, std::uint32_t interest, Attempt attempt) {
+  using Result = std::conditional_t<std::is_void_v<R>, bool, R>;
+  struct Op : IoOp {
+    Op(IoSource* src, std::uint32_t bits, Attempt* fn) noexcept
+        : IoOp(src, static_cast<std::uint8_t>(bits), &Op::thunk, {}), attempt(fn) {}
+    Attempt* attempt;
+    std::optional<Result> result;
+    std::exception_ptr error;
+    bool back_off = false;
+    static bool thunk(IoOp& base) noexcept {
+      Op& op = static_cast<Op&>(base);
+      IoAttempt a;
+      a.woken = op.woken();
+      try {
+        if (auto r = (*op.attempt)(a)) {
+          if constexpr (std::is_void_v<R>) {
+            op.result.emplace(true);
+          } else {
+            op.result.emplace(std::move(*r));
+          }
+          if (a.drained) op.drain();
+          return true;
+        }
+      } catch (...) {
+        op.error = std::current_exception();
+        return true;
+      }
+      if (a.back_off) op.back_off = true;
+      return a.back_off;
+    }
+  };
+  [[maybe_unused]] std::uint8_t backed_off = 0;
   for (;;) {
-    a.seen = s->state.load(std::memory_order_acquire);
-    // Cached readiness is trusted: a clear bit means an attempt found
-    // nothing (EAGAIN, or a short read) and no event came since, so the
-    // syscall would only say EAGAIN. A source starts out ready (io_register);
-    // once its direction is closed, every attempt is made.
-    if ((a.seen & (interest | io::closed(interest))) != 0) {
-      if (auto r = attempt(a)) {
-        if (a.drained) io_clear(s, a.seen, interest);
-        if (a.yield) co_await YieldIfOutOfBudget{};
-        if constexpr (std::is_void_v<R>) {
-          co_return;
-        } else {
-          co_return std::move(*r);
-        }
+    Op op(s, interest, &attempt);
+    co_await op;
+    if (op.end() == IoOp::End::cancelled) throw Cancelled{};
+    if (op.error) std::rethrow_exception(op.error);
+    if constexpr (kBacksOff) {
+      if (op.back_off) {  // e.g. accept out of descriptors: the backlog keeps the connection
+        co_await io_back_off(backed_off);
+        continue;
       }
-      a.woken = false;
-      if constexpr (kBacksOff) {
-        if (a.back_off) {  // e.g. accept out of descriptors: the backlog keeps the connection
-          a.back_off = false;
-          co_await io_back_off(a.backed_off);
-          continue;
-        }
-      }
-      if (!io_clear(s, a.seen, interest)) continue;  // an event came in meanwhile: try again
     }
-    if constexpr (std::is_same_v<Limit, IdleLimit>) {
-      if (!co_await IoReadyWithinAwaiter(s, interest, idle.limit)) idle.expired(s->fd, idle.op, idle.limit);
+    if constexpr (std::is_void_v<R>) {
+      co_return;
     } else {
-      co_await IoReadyAwaiter(s, interest);
+      co_return std::move(*op.result);
     }
-    a.woken = true;
   }
 }
 

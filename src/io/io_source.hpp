@@ -1,6 +1,6 @@
 // A file descriptor registered with a runtime's reactor (private): cached
 // readiness plus the tasks waiting for it. I/O operations try the syscall
-// first and wait only after EAGAIN (see src/io/reactor.cpp for the protocol).
+// first and wait only after EAGAIN (IoOp; src/io/reactor.cpp has the protocol).
 #pragma once
 
 #include <atomic>
@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shoal/detail/io_op.hpp"
 #include "shoal/detail/task_record.hpp"
 #include "shoal/detail/io_slot.hpp"
 #include "shoal/detail/spin_lock.hpp"
@@ -47,13 +48,13 @@ struct IoSource {
   IoSource* next_release = nullptr;
 };
 
-/// One task waiting on an IoSource. Lives in the awaiting frame.
-struct IoWaiter final : Waiter {
-  IoWaiter(IoSource* s, std::uint32_t bits) noexcept : Waiter(s->lock), src(s), interest(bits) {}
-  IoSource* src;
-  std::uint32_t interest;
-  bool expired = false;  // the wait's idle timer fired (under src->lock)
+/// An idle limit's timer on one wait (IoOp): fired, it expires the wait.
+struct IoIdleEntry : TimerEntry {
+  IoWaiter* waiter = nullptr;
+  Scheduler* sched = nullptr;
 };
+/// The entry's `fire`: marks the waiter expired and wakes it if still queued.
+void io_idle_fire(TimerEntry* e) noexcept;
 
 /// Registers `fd` (non-blocking, edge-triggered, both directions, for its
 /// lifetime) with the calling task's runtime, assuming `ready` (io::readable |
@@ -71,18 +72,6 @@ inline void io_check_cancelled() {
   if (TaskRecord* f = current_record(); f != nullptr && f->cancelled()) throw Cancelled{};
 }
 
-/// Yields once the task's budget is spent, without a cancellation check:
-/// the operation already had its effect, which must not be lost.
-struct YieldIfOutOfBudget {
-  TaskRecord* f = current_record();
-  bool await_ready() const noexcept { return f == nullptr || !consume_budget(f); }
-  bool await_suspend(std::coroutine_handle<> h) noexcept {
-    yield_from(f, h, this);  // not schedule_yield: see yield_from (llvm#56301)
-    return true;
-  }
-  void await_resume() const noexcept {}
-};
-
 /// After EAGAIN: drops `bit` from the cached readiness, unless an event
 /// arrived since `seen` was read (then the caller just tries again).
 inline bool io_clear(IoSource* s, std::uint32_t seen, std::uint32_t bit) noexcept {
@@ -94,7 +83,7 @@ bool io_wait_suspend(IoWaiter& w, TaskRecord* f, std::coroutine_handle<> h) noex
 /// Waits until `interest` is (or may be) ready. Checkpoint: yes.
 struct IoReadyAwaiter {
   IoWaiter w;
-  IoReadyAwaiter(IoSource* s, std::uint32_t interest) noexcept : w(s, interest) {}
+  IoReadyAwaiter(IoSource* s, std::uint32_t interest) noexcept : w(s, s->lock, static_cast<std::uint8_t>(interest)) {}
   bool await_ready() const noexcept { return false; }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {
@@ -103,36 +92,6 @@ struct IoReadyAwaiter {
   void await_resume() const {
     if (w.cancelled) throw Cancelled{};
   }
-};
-
-/// The same, or until `limit` passes first. The limit is a timer entry in
-/// the awaiter (no cancel scope, no frame), paid only by waits that have one.
-class IoReadyWithinAwaiter {
- public:
-  IoReadyWithinAwaiter(IoSource* s, std::uint32_t interest, std::chrono::milliseconds limit) noexcept
-      : w_(s, interest), limit_(limit) {}
-  IoReadyWithinAwaiter(const IoReadyWithinAwaiter&) = delete;
-  IoReadyWithinAwaiter& operator=(const IoReadyWithinAwaiter&) = delete;
-  bool await_ready() const noexcept { return false; }
-  template <class P>
-  bool await_suspend(std::coroutine_handle<P> h) noexcept {
-    return suspend(record_of(h), h);
-  }
-  /// False if the limit passed with no event. Throws Cancelled, and
-  /// std::bad_alloc if the limit's timer could not be queued.
-  bool await_resume();
-
- private:
-  struct IdleEntry : TimerEntry {
-    IoWaiter* waiter = nullptr;
-  };
-  bool suspend(TaskRecord* f, std::coroutine_handle<> h) noexcept;
-  static void on_idle(TimerEntry* e) noexcept;
-
-  IoWaiter w_;
-  std::chrono::milliseconds limit_;
-  Scheduler* sched_ = nullptr;  // set once the limit's timer is queued
-  IdleEntry entry_;
 };
 
 }  // namespace shoal::detail

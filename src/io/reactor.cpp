@@ -3,10 +3,12 @@
 // - An fd is registered once, edge-triggered for both directions, when its
 //   owner first needs to wait, and stays registered until the owner closes.
 // - `state` caches readiness: an event ORs its bits in and bumps the tick.
-//   Operations run the one loop in src/io/async_io.hpp: it tries the
-//   syscall while the bit is set, and on EAGAIN clears the bit only if the
-//   state is unchanged (io_clear); if an event came in between, it retries
-//   the syscall instead of waiting for an edge that already happened.
+//   Operations run the one loop, IoOp (shoal/detail/io_op.hpp): it tries
+//   the syscall while the bit is set, and on EAGAIN clears the bit only if
+//   the state is unchanged (io_clear); if an event came in between, it
+//   retries the syscall instead of waiting for an edge that already
+//   happened. A woken op retries on the task's worker before its coroutine
+//   is resumed, so a wake that finds EAGAIN again never reaches the frame.
 // - Waiters are on the one wait queue (detail/wait_queue.hpp) under the
 //   source's lock: a waiter re-checks readiness there before it links. The
 //   dispatcher unlinks matching waiters under the lock, then disarms and
@@ -120,23 +122,116 @@ bool io_wait_suspend(IoWaiter& w, TaskRecord* f, std::coroutine_handle<> h) noex
   return true;
 }
 
-bool IoReadyWithinAwaiter::suspend(TaskRecord* f, std::coroutine_handle<> h) noexcept {
-  if (!f->cancelled()) {
+// ---- IoOp: the readiness loop ---------------------------------------------
+
+IoOp::IoOp(IoSource* s, std::uint8_t interest, AttemptFn attempt, std::chrono::milliseconds limit) noexcept
+    : w_(s, s->lock, interest), attempt_(attempt), limit_(limit) {}
+
+IoOp::IoOp(IoOp&& o) noexcept : w_(o.w_.src, o.w_.src->lock, o.w_.interest), attempt_(o.attempt_), limit_(o.limit_) {}
+
+int IoOp::fd() const noexcept { return w_.src->fd; }
+
+bool IoOp::start(TaskRecord* f, std::coroutine_handle<> h) noexcept {
+  cont_ = h;
+  if (f->cancelled()) {  // before the first side effect
+    end_ = End::cancelled;
+    return false;
+  }
+  if (attempt_ == nullptr) return false;  // nothing to move
+  if (!run(f)) return true;               // waiting: nothing may touch *this
+  // Over without waiting: the effect is kept even if the yield is cancelled.
+  if (end_ == End::done && consume_budget(f)) {
+    yield_from(f, h, this);
+    return true;
+  }
+  return false;
+}
+
+bool IoOp::run(TaskRecord* f) noexcept {
+  IoSource* s = w_.src;
+  const std::uint32_t interest = w_.interest;
+  for (;;) {
+    const std::uint32_t seen = s->state.load(std::memory_order_acquire);
+    // Cached readiness is trusted: a clear bit means an attempt found
+    // nothing (EAGAIN, or a short read) and no event came since, so the
+    // syscall would only say EAGAIN. A source starts out ready (io_register);
+    // once its direction is closed, every attempt is made.
+    if ((seen & (interest | io::closed(interest))) != 0) {
+      drained_ = false;
+      if (attempt_(*this)) {
+        if (drained_) io_clear(s, seen, interest);
+        end_ = End::done;
+        break;
+      }
+      woken_ = false;
+      if (!io_clear(s, seen, interest)) continue;  // an event came in meanwhile: try again
+    }
+    if (wait(f)) return false;
+    if (end_ == End::no_memory) break;
+    if (w_.cancelled) {
+      end_ = End::cancelled;
+      break;
+    }
+    if (w_.expired) {
+      end_ = End::idle_expired;
+      break;
+    }
+  }
+  if (idle_ != nullptr) {
+    timer_cancel_and_wait(idle_->sched, idle_);
+    frame_deallocate(idle_, sizeof(IoIdleEntry));
+    idle_ = nullptr;
+  }
+  return true;
+}
+
+bool IoOp::wait(TaskRecord* f) noexcept {
+  if (limit_.count() > 0 && !f->cancelled()) {
+    if (idle_ == nullptr) {
+      try {
+        idle_ = ::new (frame_allocate(sizeof(IoIdleEntry))) IoIdleEntry;
+      } catch (const std::bad_alloc&) {
+        end_ = End::no_memory;
+        return false;
+      }
+      idle_->waiter = &w_;
+      idle_->fire = &io_idle_fire;
+      idle_->sched = f->sched;
+      timer_bind(f->sched, idle_);
+    }
     // Queued before the wait, so it may fire before the waiter is linked:
     // it then marks the waiter expired under the source's lock, which the
     // wait's re-check reads.
-    entry_.waiter = &w_;
-    entry_.fire = &IoReadyWithinAwaiter::on_idle;
-    entry_.deadline = to_ns(clock_now() + limit_);
-    timer_bind(f->sched, &entry_);
-    (void)timer_insert(f->sched, &entry_);  // no cancel check: the wait below makes it
-    sched_ = f->sched;
+    w_.expired = false;
+    idle_->state.store(TimerEntry::idle, std::memory_order_relaxed);
+    idle_->deadline = to_ns(clock_now() + limit_);
+    (void)timer_insert(f->sched, idle_);  // no cancel check: the wait makes it
   }
-  return io_wait_suspend(w_, f, h);
+  return io_wait_suspend(w_, f, std::coroutine_handle<>::from_address(&stand_in_));
 }
 
-void IoReadyWithinAwaiter::on_idle(TimerEntry* e) noexcept {
-  IoWaiter& w = *static_cast<IdleEntry*>(e)->waiter;
+void IoOp::on_wake(void* frame) noexcept {
+  IoOp& op = *static_cast<StandIn*>(frame)->op;
+  TaskRecord* f = op.w_.record;
+  // The limit's timer either woke us or must not fire any more; once it has
+  // finished, `expired` is settled (its write is ordered before `done`).
+  if (op.idle_ != nullptr) timer_cancel_and_wait(op.idle_->sched, op.idle_);
+  op.woken_ = true;
+  if (op.w_.cancelled || op.w_.expired) {
+    op.end_ = op.w_.cancelled ? End::cancelled : End::idle_expired;
+    if (op.idle_ != nullptr) {
+      frame_deallocate(op.idle_, sizeof(IoIdleEntry));
+      op.idle_ = nullptr;
+    }
+  } else if (!op.run(f)) {
+    return;  // waiting again; the coroutine never saw the wake
+  }
+  const std::coroutine_handle<> c = op.cont_;  // *this may be gone once c runs
+  c.resume();
+}
+
+void io_idle_fire(TimerEntry* e) noexcept {
+  IoWaiter& w = *static_cast<IoIdleEntry*>(e)->waiter;
   {
     WaitSection sec(w.src->lock);
     w.expired = true;
@@ -145,14 +240,8 @@ void IoReadyWithinAwaiter::on_idle(TimerEntry* e) noexcept {
       sec.wake(&w);
     }
   }
-  // The woken task waits for this store before its awaiter goes away.
+  // The woken task waits for this store before the entry goes away.
   e->state.store(TimerEntry::done, std::memory_order_release);
-}
-
-bool IoReadyWithinAwaiter::await_resume() {
-  if (sched_ != nullptr) timer_cancel_and_wait(sched_, &entry_);
-  if (w_.cancelled) throw Cancelled{};
-  return !w_.expired;  // the timer's write is ordered before its `done`, which the disarm waited for
 }
 
 Task<void> io_back_off(std::uint8_t& times) {

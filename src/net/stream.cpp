@@ -1,5 +1,6 @@
 // Stream sockets: each operation is its syscall inside the readiness loop
-// (src/io/async_io.hpp).
+// (IoOp, an awaiter: no frame per call); accept runs the same loop through
+// async_io.
 #include "shoal/net/stream.hpp"
 
 #include <fcntl.h>
@@ -82,100 +83,145 @@ namespace {
                     std::to_string(limit.count()) + " ms");
 }
 
-/// The readiness loop for a stream's operation `op`: with a timer on each
-/// wait only while the stream has an idle limit.
-template <class Attempt>
-auto stream_io(const Stream& st, IoSource* s, std::uint32_t interest, const char* op, Attempt attempt) {
-  if (st.idle_timeout().count() > 0) {
-    return detail::async_io(s, interest, detail::IdleLimit{st.idle_timeout(), op, &idle_expired}, std::move(attempt));
+using Kind = detail::StreamOp::Kind;
+constexpr int kEndOfStream = -1;  // read_exact's err_: the peer ended the stream first
+
+const char* op_name(Kind k) noexcept {
+  switch (k) {
+    case Kind::read_some:
+    case Kind::read_exact:
+      return "read";
+    case Kind::write_some:
+    case Kind::write_all:
+      return "write";
+    case Kind::wait_readable:
+      break;
   }
-  return detail::async_io(s, interest, detail::NoIdleLimit{}, std::move(attempt));
+  return "wait_readable";
 }
 
-// An empty buffer moves nothing and never waits (cached readiness would
-// otherwise make it wait for an edge); it is still a checkpoint.
-Task<std::size_t> nothing_to_move() {
-  io_check_cancelled();
-  co_return 0;
+std::uint8_t interest_of(Kind k) noexcept {
+  return k == Kind::write_some || k == Kind::write_all ? io::writable : io::readable;
 }
 }  // namespace
 
-Task<std::size_t> Stream::read_some(std::span<std::byte> buf) {
-  if (buf.empty()) return nothing_to_move();
-  auto attempt = [fd = fd_, buf](detail::IoAttempt& a) -> std::optional<std::size_t> {
-    for (;;) {
-      const ssize_t n = ::read(fd, buf.data(), buf.size());  // sockets and pipes alike
-      if (n > 0) {
-        if (static_cast<std::size_t>(n) < buf.size()) a.drain();
-        return static_cast<std::size_t>(n);
-      }
-      if (n == 0) return 0;  // the end of the stream stays readable
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
-      io_error("read", fd, errno);
-    }
-  };
-  return stream_io(*this, source(io::readable | io::writable), io::readable, "read", std::move(attempt));
-}
+}  // namespace shoal::net
 
-Task<void> Stream::read_exact(std::span<std::byte> buf) {
-  std::size_t done = 0;
-  while (done < buf.size()) {
-    const std::size_t n = co_await read_some(buf.subspan(done));
-    if (n == 0) {
-      throw EndOfStream("shoal::net: the peer (" + peer_of(fd_) + ") ended the stream after " + std::to_string(done) +
-                        " of " + std::to_string(buf.size()) + " bytes");
-    }
-    done += n;
+namespace shoal::detail {
+
+// An empty buffer moves nothing and never waits (cached readiness would
+// otherwise make it wait for an edge); it is still a checkpoint.
+StreamOp::StreamOp(IoSource* s, Kind kind, const void* data, std::size_t size, std::chrono::milliseconds limit) noexcept
+    : IoOp(s, net::interest_of(kind), size == 0 && kind != Kind::wait_readable ? nullptr : &StreamOp::attempt, limit),
+      data_(static_cast<std::byte*>(const_cast<void*>(data))),
+      size_(size),
+      kind_(kind) {}
+
+bool StreamOp::attempt(IoOp& base) noexcept {
+  auto& op = static_cast<StreamOp&>(base);
+  const int fd = op.fd();
+  switch (op.kind_) {
+    case Kind::read_some:
+    case Kind::read_exact:
+      for (;;) {
+        const std::size_t want = op.size_ - op.done_;
+        const ssize_t n = ::read(fd, op.data_ + op.done_, want);  // sockets and pipes alike
+        if (n > 0) {
+          op.done_ += static_cast<std::size_t>(n);
+          const bool short_read = static_cast<std::size_t>(n) < want;
+          if (op.kind_ == Kind::read_exact) return !short_read;  // short: drained, wait for the rest
+          if (short_read) op.drain();
+          return true;
+        }
+        if (n == 0) {  // the end of the stream stays readable
+          if (op.kind_ == Kind::read_exact) op.err_ = net::kEndOfStream;
+          return true;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+        op.err_ = errno;
+        return true;
+      }
+    case Kind::write_some:
+    case Kind::write_all:
+      for (;;) {
+        const std::size_t want = op.size_ - op.done_;
+        // A pipe behind a Stream takes write(2) (SIGPIPE is ignored: EPIPE instead).
+        const ssize_t n = op.pipe_ ? ::write(fd, op.data_ + op.done_, want)
+                                   : ::send(fd, op.data_ + op.done_, want, MSG_NOSIGNAL);
+        if (n >= 0) {
+          op.done_ += static_cast<std::size_t>(n);
+          const bool short_write = static_cast<std::size_t>(n) < want;
+          if (op.kind_ == Kind::write_all) return !short_write;  // short: full, wait for room
+          if (short_write) op.drain();
+          return true;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+        if (errno == ENOTSOCK && !op.pipe_) {
+          op.pipe_ = true;
+          continue;
+        }
+        op.err_ = errno;
+        return true;
+      }
+    case Kind::wait_readable:
+      break;
+  }
+  if (op.woken()) return true;  // a readable edge (or a hang-up) woke us: no poll
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};  // sockets and pipes alike; no data is consumed
+    const int n = ::poll(&p, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    return n != 0;  // data, the end of the stream, or an error the read will report
   }
 }
 
-Task<std::size_t> Stream::write_some(std::span<const std::byte> buf) {
-  if (buf.empty()) return nothing_to_move();
-  auto attempt = [fd = fd_, buf](detail::IoAttempt& a) -> std::optional<std::size_t> {
-    for (;;) {
-      const ssize_t n = ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL);
-      if (n >= 0) {
-        if (static_cast<std::size_t>(n) < buf.size()) a.drain();
-        return static_cast<std::size_t>(n);
-      }
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
-      if (errno != ENOTSOCK) io_error("write", fd, errno);
+std::size_t StreamOp::finish() {
+  switch (end()) {
+    case End::done:
       break;
-    }
-    // A pipe behind a Stream (SIGPIPE is ignored: EPIPE instead).
-    for (;;) {
-      const ssize_t w = ::write(fd, buf.data(), buf.size());
-      if (w >= 0) return static_cast<std::size_t>(w);
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) return std::nullopt;
-      io_error("write", fd, errno);
-    }
-  };
-  return stream_io(*this, source(io::readable | io::writable), io::writable, "write", std::move(attempt));
+    case End::cancelled:
+      throw Cancelled{};
+    case End::idle_expired:
+      net::idle_expired(fd(), net::op_name(kind_), limit());
+    case End::no_memory:
+      throw std::bad_alloc();
+  }
+  if (err_ == net::kEndOfStream) {
+    throw net::EndOfStream("shoal::net: the peer (" + net::peer_of(fd()) + ") ended the stream after " +
+                           std::to_string(done_) + " of " + std::to_string(size_) + " bytes");
+  }
+  if (err_ != 0) net::io_error(net::op_name(kind_), fd(), err_);
+  return done_;
 }
 
-Task<void> Stream::write_all(std::span<const std::byte> buf) {
-  std::size_t done = 0;
-  while (done < buf.size()) done += co_await write_some(buf.subspan(done));
+}  // namespace shoal::detail
+
+namespace shoal::net {
+
+StreamCall<std::size_t> Stream::read_some(std::span<std::byte> buf) {
+  return StreamCall<std::size_t>(source(io::readable | io::writable), Kind::read_some, buf.data(), buf.size(),
+                                 idle_timeout_);
 }
 
-Task<void> Stream::wait_readable() {
-  auto attempt = [fd = fd_](detail::IoAttempt& a) {
-    if (a.woken) {  // a readable edge (or a hang-up) woke us: no poll, no yield
-      a.yield = false;
-      return true;
-    }
-    for (;;) {
-      pollfd p{fd, POLLIN, 0};  // sockets and pipes alike; no data is consumed
-      const int n = ::poll(&p, 1, 0);
-      if (n < 0 && errno == EINTR) continue;
-      // data, the end of the stream, or an error the read will report
-      return n != 0;
-    }
-  };
-  return stream_io(*this, source(io::readable | io::writable), io::readable, "wait_readable", std::move(attempt));
+StreamCall<void> Stream::read_exact(std::span<std::byte> buf) {
+  return StreamCall<void>(source(io::readable | io::writable), Kind::read_exact, buf.data(), buf.size(),
+                          idle_timeout_);
+}
+
+StreamCall<std::size_t> Stream::write_some(std::span<const std::byte> buf) {
+  return StreamCall<std::size_t>(source(io::readable | io::writable), Kind::write_some, buf.data(), buf.size(),
+                                 idle_timeout_);
+}
+
+StreamCall<void> Stream::write_all(std::span<const std::byte> buf) {
+  return StreamCall<void>(source(io::readable | io::writable), Kind::write_all, buf.data(), buf.size(),
+                          idle_timeout_);
+}
+
+StreamCall<void> Stream::wait_readable() {
+  return StreamCall<void>(source(io::readable | io::writable), Kind::wait_readable, nullptr, 0, idle_timeout_);
 }
 
 void Stream::shutdown(Shutdown how) {
@@ -284,7 +330,7 @@ Task<Stream> Listener::accept_into(Address* peer) {
       return std::nullopt;
     }
   };
-  return detail::async_io<true>(src_.get(fd_, io::readable), io::readable, detail::NoIdleLimit{}, std::move(attempt));
+  return detail::async_io<true>(src_.get(fd_, io::readable), io::readable, std::move(attempt));
 }
 
 void Listener::warn_backing_off(int err) noexcept {

@@ -62,7 +62,7 @@ IoSource* UdpSocket::source() {
 }
 
 Task<std::size_t> UdpSocket::send_to(std::span<const std::byte> data, Address to) {
-  return detail::async_io(source(), io::writable, detail::NoIdleLimit{},
+  return detail::async_io(source(), io::writable,
                           [fd = fd_, data, to = std::move(to)](detail::IoAttempt&) -> std::optional<std::size_t> {
                             for (;;) {
                               const ssize_t n =
@@ -91,7 +91,7 @@ Task<Datagram> UdpSocket::recv_from(std::span<std::byte> buf) {
       udp_error("recv_from", errno);
     }
   };
-  return detail::async_io(source(), io::readable, detail::NoIdleLimit{}, std::move(attempt));
+  return detail::async_io(source(), io::readable, std::move(attempt));
 }
 
 Address UdpSocket::local_address() const {

@@ -215,7 +215,7 @@ Task<ExitStatus> Child::wait() {
     // A pidfd turns readable when the child exits: the first attempt
     // happens at once, later ones on its edge.
     detail::IoSource* src = watch.src.get(pidfd_, detail::io::readable);
-    co_return co_await detail::async_io(src, detail::io::readable, detail::NoIdleLimit{},
+    co_return co_await detail::async_io(src, detail::io::readable,
                                         [&reap](detail::IoAttempt&) { return reap(); });
   }
   auto backoff = std::chrono::milliseconds(1);

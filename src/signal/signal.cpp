@@ -102,7 +102,7 @@ struct PipeWatch {
 Task<int> wait_for(std::vector<int> wanted) {
   PipeWatch watch;
   detail::IoSource* src = watch.src.get(watch.fd, detail::io::readable);
-  co_return co_await detail::async_io(src, detail::io::readable, detail::NoIdleLimit{},
+  co_return co_await detail::async_io(src, detail::io::readable,
                                       [&watch, &wanted](detail::IoAttempt&) -> std::optional<int> {
                                         while (drain(watch.fd)) {
                                         }

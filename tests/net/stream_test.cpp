@@ -301,10 +301,10 @@ SHOAL_TEST(StreamTest, TheEndOfAStreamThatCameWithItsLastBytesIsSeenAfterAShortR
   });
 }
 
-// An idle limit is a timer entry in the wait's awaiter: a read that waits
-// under one allocates its own frame and nothing else (it was three frames
-// and a cancel scope: a move_on_after around a wait task).
-SHOAL_TEST(StreamTest, AReadUnderAnIdleLimitAllocatesOnlyItsOwnFrame) {
+// An idle limit is one timer entry, allocated while the read waits: the read
+// itself is an awaiter in the caller's frame (it was three frames and a
+// cancel scope: a move_on_after around a wait task, then a frame per read).
+SHOAL_TEST(StreamTest, AReadUnderAnIdleLimitAllocatesOnlyItsTimer) {
   int sv[2];
   EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
   Stream reader(sv[0]);
@@ -322,11 +322,44 @@ SHOAL_TEST(StreamTest, AReadUnderAnIdleLimitAllocatesOnlyItsOwnFrame) {
     } catch (const shoal::net::IdleTimeout&) {
     }
     if (frames) {
-      EXPECT_EQ(frames->allocations(), 1) << "frames beyond the read's own";
+      EXPECT_EQ(frames->allocations(), 1) << "allocations beyond the limit's timer entry";
     }
   }
   co_await writer.write_all(std::string_view("x"));  // the limit cut the waits, not the stream
   EXPECT_EQ(co_await reader.read_some(bytes(buf)), 1u);
+}
+
+// Stream operations are awaiters: reads and writes that wait for the peer,
+// on two tasks and any workers, allocate nothing (each was a frame).
+SHOAL_TEST(StreamTest, ReadsAndWritesThatWaitAllocateNoFrame) {
+  int sv[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+  Stream a(sv[0]);
+  Stream b(sv[1]);
+  constexpr int kRounds = 2000;
+  long allocations = -1;
+  int echoed = 0;
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {  // echoes one byte at a time: every read waits for the next
+      std::byte c[1];
+      for (int i = 0; i < kRounds; ++i) {
+        co_await b.read_exact(c);
+        co_await b.write_all(std::span<const std::byte>(c, 1));
+      }
+    });
+    std::byte out[1] = {std::byte{'x'}};
+    std::byte in[1];
+    co_await a.write_all(std::span<const std::byte>(out, 1));  // registers a's source first
+    co_await a.read_exact(in);
+    shoal::test::FrameCounter frames;
+    for (int i = 1; i < kRounds; ++i) {
+      co_await a.write_all(std::span<const std::byte>(out, 1));
+      if ((co_await a.read_some(in)) == 1) ++echoed;
+    }
+    allocations = frames.allocations();
+  });
+  EXPECT_EQ(echoed, kRounds - 1);
+  EXPECT_EQ(allocations, 0) << "frames allocated by " << 4 * (kRounds - 1) << " stream operations";
 }
 
 TEST(AddressTest, ParsesIpv4Ipv6AndUnix) {

@@ -7,12 +7,71 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 
+#include "shoal/detail/io_op.hpp"
 #include "shoal/detail/io_slot.hpp"
 #include "shoal/net/address.hpp"
 #include "shoal/runtime/task.hpp"
 
+namespace shoal::detail {
+/// A stream operation: its syscall on the one readiness loop (IoOp).
+class StreamOp : public IoOp {
+ public:
+  enum class Kind : std::uint8_t { read_some, read_exact, write_some, write_all, wait_readable };
+  StreamOp(IoSource* s, Kind kind, const void* data, std::size_t size, std::chrono::milliseconds limit) noexcept;
+  StreamOp(StreamOp&& o) noexcept = default;
+  /// After the await: the bytes moved, or the operation's error thrown.
+  std::size_t finish();
+
+ private:
+  static bool attempt(IoOp& op) noexcept;
+  std::byte* data_;
+  std::size_t size_;
+  std::size_t done_ = 0;
+  int err_ = 0;  // errno, or kEndOfStream
+  Kind kind_;
+  bool pipe_ = false;  // send said ENOTSOCK: write(2) from then on
+};
+}  // namespace shoal::detail
+
 namespace shoal::net {
+
+class Stream;
+
+/// What a stream operation returns. `co_await` it: it runs in the awaiting
+/// frame and allocates nothing. Or pass it where a Task is taken
+/// (move_on_after, with_timeout, spawn): it becomes one. Await it once.
+template <class T>
+class [[nodiscard]] StreamCall {
+ public:
+  using value_type = T;
+  using task_type = Task<T>;
+  StreamCall(StreamCall&&) noexcept = default;  // before it is awaited
+  StreamCall& operator=(StreamCall&&) = delete;
+
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    return op_.await_suspend(h);
+  }
+  T await_resume() {
+    if constexpr (std::is_void_v<T>) {
+      (void)op_.finish();
+    } else {
+      return op_.finish();
+    }
+  }
+  operator task_type() && { return as_task(std::move(*this)); }
+
+ private:
+  friend class Stream;
+  template <class... A>
+  explicit StreamCall(A&&... a) noexcept : op_(std::forward<A>(a)...) {}
+  static task_type as_task(StreamCall call) { co_return co_await call; }
+  detail::StreamOp op_;
+};
 
 /// `read_exact` hit the end of the stream before the buffer was full.
 class EndOfStream : public std::runtime_error {
@@ -61,7 +120,7 @@ class Stream {
   /// Throws: Cancelled; IdleTimeout (an idle limit is set and no byte came
   ///   for that long: nothing read); std::system_error; std::bad_alloc (the
   ///   idle limit's timer).
-  Task<std::size_t> read_some(std::span<std::byte> buf);
+  StreamCall<std::size_t> read_some(std::span<std::byte> buf);
   /// Fills `buf` with read_some calls (an idle limit applies to each wait).
   /// Checkpoint: yes (each read_some is one).
   /// Cancellation: the bytes read so far are consumed from the stream and
@@ -70,7 +129,7 @@ class Stream {
   /// Thread-safety: as read_some.
   /// Throws: EndOfStream if the peer ends the stream first (its message says
   ///   how many bytes came); as read_some.
-  Task<void> read_exact(std::span<std::byte> buf);
+  StreamCall<void> read_exact(std::span<std::byte> buf);
   /// Writes what the socket takes now (waits if it takes nothing); returns
   /// how many bytes went out (0 for an empty `buf`).
   /// Checkpoint: yes; a write that need not wait yields once per budget
@@ -81,7 +140,7 @@ class Stream {
   /// Throws: Cancelled; IdleTimeout (nothing written); std::system_error
   ///   (EPIPE once the peer closed, ECONNRESET); std::bad_alloc (the idle
   ///   limit's timer).
-  Task<std::size_t> write_some(std::span<const std::byte> buf);
+  StreamCall<std::size_t> write_some(std::span<const std::byte> buf);
   /// Writes all of `buf`, with write_some calls.
   /// Checkpoint: yes (each write_some is one; a cancelled task writes nothing).
   /// Cancellation: it stops at the next write_some; how many bytes already
@@ -89,8 +148,8 @@ class Stream {
   ///   stream). The same after IdleTimeout or an error.
   /// Thread-safety: as write_some.
   /// Throws: as write_some.
-  Task<void> write_all(std::span<const std::byte> buf);
-  Task<void> write_all(std::string_view text) { return write_all(std::as_bytes(std::span(text.data(), text.size()))); }
+  StreamCall<void> write_all(std::span<const std::byte> buf);
+  StreamCall<void> write_all(std::string_view text) { return write_all(std::as_bytes(std::span(text.data(), text.size()))); }
   /// Waits until a read would not wait (data, end of stream or an error),
   /// without reading: an idle connection then holds no buffer.
   /// Checkpoint: yes (cancellation is checked first); when already readable
@@ -98,7 +157,7 @@ class Stream {
   /// Cancellation: nothing was consumed.
   /// Thread-safety: as read_some.
   /// Throws: Cancelled; IdleTimeout; std::bad_alloc (the idle limit's timer).
-  Task<void> wait_readable();
+  StreamCall<void> wait_readable();
 
   /// From now on, a read or write that waits longer than `t` for the socket
   /// (no byte could move for `t`) throws IdleTimeout. Zero (the default):

@@ -1,0 +1,101 @@
+// The one readiness loop every I/O operation runs, as an awaiter: wait
+// until the cached readiness says the syscall may succeed, try it, and on
+// EAGAIN drop the readiness and wait for the next edge (the shape of Tokio's
+// Registration::async_io). The wait lives in the awaiting frame: an
+// operation costs no frame of its own, and an idle connection holds only
+// this awaiter and its registration (src/io/reactor.cpp has the protocol).
+#pragma once
+
+#include <chrono>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+
+#include "shoal/detail/task_record.hpp"
+#include "shoal/detail/wait_queue.hpp"
+
+namespace shoal::detail {
+
+struct IoSource;
+struct IoIdleEntry;
+
+/// One task waiting on an IoSource's readiness. Lives in the awaiting frame.
+struct IoWaiter : Waiter {
+  IoWaiter(IoSource* s, SpinLock& source_lock, std::uint8_t bits) noexcept
+      : Waiter(source_lock), interest(bits), src(s) {}
+  std::uint8_t interest;  // io::Interest bits (these two fill Waiter's tail)
+  bool expired = false;   // the wait's idle limit passed (under the source's lock)
+  IoSource* src;
+};
+
+/// An I/O operation's readiness loop. `attempt(op)` makes the syscall once
+/// (retrying EINTR itself): true when the operation is over (done, or an
+/// error it recorded for await_resume), false on EAGAIN. It runs on the
+/// awaiting task's worker, either inside await_suspend (the syscall did not
+/// have to wait) or when a readiness event schedules the task: then the
+/// task's coroutine is resumed only once the operation is over, through a
+/// stand-in frame (see `StandIn`), so a spurious wake-up costs no resume.
+/// A null `attempt` moves nothing and never waits: a checkpoint only.
+/// Checkpoint: yes (cancellation is checked before the first attempt); after
+/// an attempt that did not wait, the task yields once per budget.
+class IoOp {
+ public:
+  using AttemptFn = bool (*)(IoOp& op) noexcept;
+  enum class End : std::uint8_t { done, cancelled, idle_expired, no_memory };
+
+  /// `limit` > 0: each wait ends with End::idle_expired after that long
+  /// without an event (its timer is allocated only while the op waits).
+  IoOp(IoSource* s, std::uint8_t interest, AttemptFn attempt, std::chrono::milliseconds limit) noexcept;
+  /// Moves an operation that was not awaited yet.
+  IoOp(IoOp&& o) noexcept;
+  IoOp& operator=(IoOp&&) = delete;
+  ~IoOp() = default;
+
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    return start(record_of(h), h);
+  }
+  void await_resume() const noexcept {}
+
+  /// How the operation ended (after the await).
+  End end() const noexcept { return end_; }
+  /// A readiness event (not a first try) led to this attempt.
+  bool woken() const noexcept { return woken_; }
+  /// For an attempt that succeeded but left its direction not ready (a short
+  /// read drained the socket, a short write filled it): the next operation
+  /// waits for an edge instead of making a syscall that would say EAGAIN.
+  void drain() noexcept { drained_ = true; }
+  int fd() const noexcept;
+  std::chrono::milliseconds limit() const noexcept { return limit_; }
+
+ private:
+  bool start(TaskRecord* f, std::coroutine_handle<> h) noexcept;
+  /// The loop from a readiness state: true if the op is over, false if it
+  /// is now waiting (nothing may touch it then).
+  bool run(TaskRecord* f) noexcept;
+  bool wait(TaskRecord* f) noexcept;
+  void disarm_limit() noexcept;
+  static void on_wake(void* frame) noexcept;
+
+  // The stand-in coroutine frame a waiting op parks its task at: compilers
+  // lay a frame out as {resume, destroy, ...} and resume() calls the first
+  // word with the frame's address (libstdc++'s noop_coroutine relies on the
+  // same). It is only ever resumed, never destroyed or asked done(), so the
+  // second word holds the op.
+  struct StandIn {
+    void (*resume)(void*);
+    IoOp* op;
+  };
+  StandIn stand_in_{&IoOp::on_wake, this};
+  IoWaiter w_;
+  AttemptFn attempt_;
+  std::coroutine_handle<> cont_;  // the awaiting coroutine
+  IoIdleEntry* idle_ = nullptr;   // the limit's timer while a limited wait is queued
+  std::chrono::milliseconds limit_;
+  End end_ = End::done;
+  bool woken_ = false;
+  bool drained_ = false;
+};
+
+}  // namespace shoal::detail
