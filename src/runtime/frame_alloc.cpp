@@ -12,6 +12,7 @@
 // its allocating thread exited still has a live cache to go to.
 // Under ASan the cache is off, so frame use-after-free is still caught.
 #include "shoal/detail/frame_alloc.hpp"
+#include "shoal/detail/task_record.hpp"
 
 #include <cstdint>
 #include <mutex>
@@ -198,6 +199,14 @@ void frame_deallocate(void* p, std::size_t size) noexcept {
       ::operator delete(header);  // unsized: clang 14 lacks sized delete by default
       return;
   }
+}
+
+// A spawned Task's record (task.hpp: root_record), from the same caches.
+TaskRecord* allocate_record() { return ::new (frame_allocate(sizeof(TaskRecord))) TaskRecord; }
+
+void free_record(TaskRecord* f) noexcept {
+  f->~TaskRecord();
+  frame_deallocate(f, sizeof(TaskRecord));
 }
 
 }  // namespace shoal::detail

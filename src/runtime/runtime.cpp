@@ -90,7 +90,7 @@ void Scheduler::report_suppressed(const std::exception_ptr& e) noexcept {
 void RootOwner::start(Scheduler* s, PromiseBase& p, std::coroutine_handle<> h) noexcept {
   sched_ = s;
   attach_root(s);
-  launch(p.own_record_, p.record_, h, 0, false);  // not on a worker: injected
+  launch(*p.record_, h, 0, false);  // not on a worker: injected
 }
 
 std::coroutine_handle<> RootOwner::task_done(TaskRecord& f, PromiseBase&, std::coroutine_handle<>) noexcept {
@@ -132,6 +132,7 @@ void Runtime::start_root(detail::RootOwner& root, detail::PromiseBase& p, std::c
     throw std::logic_error("shoal::Runtime::block_on: called from one of the runtime's own workers (would deadlock)");
   }
   try {
+    (void)detail::root_record(p);
     sched_->add_root(&root.node());
   } catch (...) {
     h.destroy();

@@ -20,19 +20,6 @@
 
 namespace shoal {
 
-namespace {
-
-// The promise a spawned task's record lives in. own_record_ is the first
-// member of the standard-layout PromiseBase, so the two are
-// pointer-interconvertible.
-detail::PromiseBase& promise_of(detail::TaskRecord& f) noexcept {
-  static_assert(std::is_standard_layout_v<detail::PromiseBase>, "promise_of needs a standard-layout PromiseBase");
-  static_assert(offsetof(detail::PromiseBase, own_record_) == 0, "own_record_ must be PromiseBase's first member");
-  return *reinterpret_cast<detail::PromiseBase*>(&f);
-}
-
-}  // namespace
-
 std::coroutine_handle<> Scope::task_done(detail::TaskRecord& f, detail::PromiseBase& p,
                                           std::coroutine_handle<> frame) noexcept {
   if (child_ended(f, p.error_) == End::fault) {
@@ -73,7 +60,7 @@ void Scope::release_retained(detail::TaskRecord& f, std::coroutine_handle<> fram
 void Scope::leave() noexcept {
   leave_node();
   while (detail::TaskRecord* f = retained_.pop_front()) {
-    if ((f->flags & detail::TaskRecord::kFaultDeferred) != 0) faults_.report_later(node_.sched, promise_of(*f).error_);
+    if ((f->flags & detail::TaskRecord::kFaultDeferred) != 0) faults_.report_later(node_.sched, f->root->error_);
     f->resume.destroy();
   }
 }

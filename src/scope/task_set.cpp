@@ -115,7 +115,7 @@ void TaskSet::close() noexcept {
 }
 
 void TaskSet::launch(detail::PromiseBase& p, std::coroutine_handle<> h, bool local) noexcept {
-  ChildGroup::launch(p.own_record_, p.record_, h, 0, local);
+  ChildGroup::launch(*p.record_, h, 0, local);  // a RootFrame's, or root_record's
 }
 
 SpawnStatus TaskSet::start_failed(std::exception_ptr e) noexcept {

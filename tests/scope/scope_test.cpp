@@ -1,4 +1,5 @@
 // Scopes: join-all, cancel-on-fault, start handles, spawn ownership, cancel().
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -608,13 +609,42 @@ long allocations_for(shoal::test::FrameCounter& frames, bool callable, int n) {
   return frames.allocations() - before;
 }
 
-TEST(ScopeFrames, SpawnedTaskCostsOneAllocationAndACallableTwo) {
+// A spawned Task is its frame and its task record (a plain frame carries
+// none); a spawned callable is the wrapper, whose frame holds the record,
+// and the callable's task.
+TEST(ScopeFrames, SpawnedTaskCostsItsFrameAndItsRecordAndACallableTwoFrames) {
   shoal::test::FrameCounter frames;
   const long base = allocations_for(frames, false, 0);
-  EXPECT_EQ(allocations_for(frames, false, 100) - base, 100);
+  EXPECT_EQ(allocations_for(frames, false, 100) - base, 200);
   // At most two (clang may fold the task's frame into the wrapper's).
   EXPECT_LE(allocations_for(frames, true, 100) - base, 200);
   EXPECT_EQ(frames.live(), 0);
+}
+
+// Only a spawned root needs the task record: a frame that is awaited is
+// smaller than the record alone (it was the record plus the promise).
+TEST(ScopeFrames, AnAwaitedTasksFrameCarriesNoTaskRecord) {
+  static std::size_t largest = 0;
+  static std::size_t awaited_size = 0;
+  struct Sizes {
+    static void* alloc(std::size_t size, void*) {
+      largest = std::max(largest, size);
+      return ::operator new(size);
+    }
+    static void dealloc(void* p, std::size_t, void*) noexcept { ::operator delete(p); }
+  };
+  auto awaited = []() -> Task<int> { co_return 7; };
+  int got = 0;
+  auto body = [&]() -> Task<void> {
+    const shoal::testing::FrameHooks hooks{&Sizes::alloc, &Sizes::dealloc, nullptr};
+    shoal::testing::set_frame_hooks(&hooks);
+    got = co_await awaited();
+    shoal::testing::set_frame_hooks(nullptr);
+    awaited_size = largest;
+  };
+  shoal::run(body());
+  EXPECT_EQ(got, 7);
+  EXPECT_LT(awaited_size, sizeof(shoal::detail::TaskRecord)) << "the awaited frame's size, with the frame header";
 }
 
 TEST(Watchdog, DumpShowsWorkersAndTheScopeTree) {

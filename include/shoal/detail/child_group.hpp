@@ -53,18 +53,16 @@ class FaultLatch {
   shim::atomic<std::size_t> suppressed_{0};
 };
 
-/// Fills a child's spawned-task record (it lives in the child's promise,
-/// which points at it through `promise_record`) so that it runs `h` in `node`
-/// and reports to `owner`. The caller schedules it.
-inline void adopt_child(TaskRecord& cf, TaskRecord*& promise_record, std::coroutine_handle<> h, CancelNode& node,
-                        TaskOwner* owner, std::uint32_t flags) noexcept {
+/// Fills a child's spawned-task record `cf` (see root_record) so that it
+/// runs `h` in `node` and reports to `owner`. The caller schedules it.
+inline void adopt_child(TaskRecord& cf, std::coroutine_handle<> h, CancelNode& node, TaskOwner* owner,
+                        std::uint32_t flags) noexcept {
   cf.sched = node.sched;
   cf.owner = owner;
   cf.node.store(&node, std::memory_order_relaxed);
   cf.home = &node;
   cf.resume = h;
   cf.flags = flags;
-  promise_record = &cf;
 }
 
 /// A group of children under one cancel node, entered by the body's task for
@@ -89,11 +87,11 @@ class ChildGroup : public TaskOwner {
   /// The bodiless group's node heads a cancel tree of runtime `s`.
   void attach_root(Scheduler* s) noexcept { node_.attach(nullptr, nullptr, s); }
 
-  /// Starts the child whose frame is `h` (its record `cf` in its promise)
+  /// Starts the child whose frame is `h` (record `cf`, from root_record)
   /// on any worker, or pinned to this one (`local`). Not linked into the
   /// node yet: a child that never waits never takes the node's lock.
-  void launch(TaskRecord& cf, TaskRecord*& promise_record, std::coroutine_handle<> h, std::uint32_t flags, bool local) noexcept {
-    adopt_child(cf, promise_record, h, node_, this, flags);
+  void launch(TaskRecord& cf, std::coroutine_handle<> h, std::uint32_t flags, bool local) noexcept {
+    adopt_child(cf, h, node_, this, flags);
     if (local) pin_to_current_worker(&cf);
     schedule_spawn(&cf);
   }

@@ -1,6 +1,7 @@
 // The task record: the bookkeeping of one spawned task (and the chain of
-// tasks it awaits, which run on its record), kept in the spawned task's
-// promise so a spawn costs one allocation. It is not a fiber: there is no
+// tasks it awaits, which run on its record). Only a spawned root has one:
+// in its promise when the coroutine is a RootFrame (a spawn then costs one
+// allocation), else allocated by the spawn. Awaited frames carry a pointer. It is not a fiber: there is no
 // stack, only coroutine frames. Cancel nodes form the tree that
 // cancellation walks; the wait hook is how a waiting task is found.
 #pragma once
@@ -57,6 +58,7 @@ struct TaskRecord {
   ListHook<InNodeTag> in_node;            // in home's list (home's lock), once it first waits
   shim::atomic<WaitHook*> hook{nullptr};  // armed while suspended at a cancellable wait
   shim::atomic<std::uintptr_t> join{0};   // Scope::start: kJoin* or the JoinWaiter*
+  PromiseBase* root = nullptr;            // the promise of the frame spawned as this task
   std::uint32_t budget = kBudget;
   std::uint32_t flags = 0;
 
@@ -69,8 +71,7 @@ struct TaskRecord {
   bool cancelled() const noexcept;
 };
 
-// The task record stays standard-layout (it is a promise's first member):
-// its hook is a member, found by offset.
+// The task record stays standard-layout: its hook is a member, found by offset.
 template <>
 struct ListHookOf<TaskRecord, InNodeTag> {
   static ListHook<InNodeTag>* hook(TaskRecord* f) noexcept { return &f->in_node; }

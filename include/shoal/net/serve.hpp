@@ -96,7 +96,7 @@ class PeerName {
 };
 
 template <class H>
-Task<void> run_handler(H* handler, const net::ServeOptions* options, net::Stream conn, PeerName peer) {
+Task<void> run_handler(RootFrame, H* handler, const net::ServeOptions* options, net::Stream conn, PeerName peer) {
   std::exception_ptr fault;
   try {
     conn.set_idle_timeout(options->idle_timeout);
@@ -142,14 +142,15 @@ Task<void> serve(Listener& listener, ServeOptions options, H handler) {
       }
       net::Address peer;  // the accept reports it; each handler keeps a compact copy
       for (;;) {
-        // A named factory: g++ 12 miscompiles a lambda temporary with a
-        // class-type capture inside a co_await expression (docs/task_sets.md).
         Stream conn = co_await listener.accept(peer);
-        auto child = [h = &handler, o = &options, c = std::move(conn), p = detail::PeerName(peer)]() mutable {
-          return detail::run_handler(h, o, std::move(c), p);
-        };
+        // The handler's root frame is made here and started as the set's
+        // child (no factory wrapper: one frame less per connection). Named
+        // first: g++ 12 miscompiles class-type temporaries built inside a
+        // co_await expression (docs/task_sets.md).
+        auto child =
+            detail::run_handler(detail::RootFrame{}, &handler, &options, std::move(conn), detail::PeerName(peer));
         // While full this waits: backpressure, the backlog holds the rest.
-        (void)co_await set.spawn(std::move(child));
+        (void)co_await detail::TaskSetAccess::spawn_made(set, std::move(child));
       }
     });
     // Graceful shutdown: drain within the grace period, then cut off.

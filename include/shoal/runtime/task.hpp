@@ -32,13 +32,24 @@ struct ForwardedError {};
 template <class T>
 using Stored = std::conditional_t<std::is_void_v<T>, bool, T>;
 
+/// A spawned task's record when its root frame carries none: allocated at
+/// the spawn, freed with that frame (by its promise).
+TaskRecord* allocate_record();
+void free_record(TaskRecord* f) noexcept;
+
 struct PromiseBase {
-  // The spawned-child record. Only used when this frame is the root of a
-  // task (spawned or run); kept here so a spawn costs one allocation.
-  TaskRecord own_record_;
+  // The task this frame runs on: its awaiter's, or for a spawned root its
+  // own record (in the frame for a RootFrame coroutine, else allocated at
+  // the spawn). A plain frame carries no record: one pointer.
   TaskRecord* record_ = nullptr;
   std::coroutine_handle<> continuation_;
   std::exception_ptr error_;
+
+  PromiseBase() noexcept = default;
+  PromiseBase(const PromiseBase&) = delete;
+  ~PromiseBase() {
+    if (record_ != nullptr && record_->root == this) free_record(record_);  // a record the spawn allocated
+  }
 
   static void* operator new(std::size_t size) { return frame_allocate(size); }
   static void operator delete(void* p, std::size_t size) noexcept { frame_deallocate(p, size); }
@@ -111,6 +122,32 @@ struct Promise<void> : PromiseBase {
   void return_void() noexcept {}
   void take() { rethrow_if_error(); }
 };
+
+/// The first parameter of a coroutine that is always spawned (a child
+/// wrapper, serve's connection root): its promise holds the task record, so
+/// the spawn allocates nothing beyond the frame. Awaited instead, it works
+/// as any Task (the record goes unused).
+struct RootFrame {};
+
+template <class T>
+struct RootPromise : Promise<T> {
+  TaskRecord own_record_;
+  RootPromise() noexcept {
+    this->record_ = &own_record_;
+    own_record_.root = this;
+  }
+  ~RootPromise() { this->record_ = nullptr; }  // nothing for ~PromiseBase to free
+};
+
+/// The record a spawned root `p` runs on: its own (a RootFrame), or a new
+/// one. Throws std::bad_alloc.
+inline TaskRecord& root_record(PromiseBase& p) {
+  if (p.record_ == nullptr) {
+    p.record_ = allocate_record();
+    p.record_->root = &p;
+  }
+  return *p.record_;
+}
 
 }  // namespace detail
 
@@ -187,6 +224,10 @@ struct TaskAccess {
   static typename Task<T>::Awaiter awaiter(Task<T>& t) noexcept {
     return typename Task<T>::Awaiter{t.h_};
   }
+  template <class T>
+  static Promise<T>& promise(Task<T>& t) noexcept {
+    return t.h_.promise();
+  }
 };
 
 template <class T>
@@ -237,3 +278,12 @@ template <class X>
 concept TaskType = detail::IsTask<std::remove_cvref_t<X>>::value;
 
 }  // namespace shoal
+
+/// A coroutine whose first parameter is RootFrame gets the promise with the
+/// record. Task<T>'s handle still names Promise<T>, RootPromise's base at
+/// offset 0: the frame offset of a promise depends only on its alignment.
+template <class T, class... Args>
+struct std::coroutine_traits<shoal::Task<T>, shoal::detail::RootFrame, Args...> {
+  static_assert(alignof(shoal::detail::RootPromise<T>) == alignof(shoal::detail::Promise<T>));
+  using promise_type = shoal::detail::RootPromise<T>;
+};

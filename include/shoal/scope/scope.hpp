@@ -47,7 +47,7 @@ struct CurrentRecord {
 /// Owns a callable (and its decay-copied arguments) for the lifetime of the
 /// task it returns: the second of at most two allocations of a spawned callable.
 template <class F, class... Args>
-auto invoke_owned(F f, Args... args) -> Task<typename std::invoke_result_t<F&, Args&...>::value_type> {
+auto invoke_owned(RootFrame, F f, Args... args) -> Task<typename std::invoke_result_t<F&, Args&...>::value_type> {
   using R = typename std::invoke_result_t<F&, Args&...>::value_type;
   auto inner = std::invoke(f, args...);
   if (!inner) throw std::invalid_argument("shoal: a spawned callable returned an empty Task");
@@ -148,7 +148,7 @@ class Scope final : private detail::ChildGroup {
   template <class F, class... Args>
     requires detail::TaskFactory<F, Args...>
   void spawn(F&& fn, Args&&... args) {
-    spawn(detail::invoke_owned(std::decay_t<F>(std::forward<F>(fn)),
+    spawn(detail::invoke_owned(detail::RootFrame{}, std::decay_t<F>(std::forward<F>(fn)),
                                std::decay_t<Args>(std::forward<Args>(args))...));
   }
 
@@ -171,7 +171,7 @@ class Scope final : private detail::ChildGroup {
   template <class F, class... Args>
     requires detail::TaskFactory<F, Args...>
   [[nodiscard]] auto start(F&& fn, Args&&... args) {
-    return start(detail::invoke_owned(std::decay_t<F>(std::forward<F>(fn)),
+    return start(detail::invoke_owned(detail::RootFrame{}, std::decay_t<F>(std::forward<F>(fn)),
                                       std::decay_t<Args>(std::forward<Args>(args))...));
   }
 
@@ -214,9 +214,18 @@ class Scope final : private detail::ChildGroup {
 
   explicit Scope(detail::TaskRecord* body) noexcept : ChildGroup(body) {}
 
-  void launch(detail::PromiseBase& p, std::coroutine_handle<> h, std::uint32_t flags) noexcept {
+  /// Throws std::bad_alloc (the record of a frame that is not a RootFrame;
+  /// the frame is destroyed).
+  void launch(detail::PromiseBase& p, std::coroutine_handle<> h, std::uint32_t flags) {
+    detail::TaskRecord* f;
+    try {
+      f = &detail::root_record(p);
+    } catch (...) {
+      h.destroy();
+      throw;
+    }
     live_.fetch_add(2, std::memory_order_relaxed);
-    ChildGroup::launch(p.own_record_, p.record_, h, flags, false);
+    ChildGroup::launch(*f, h, flags, false);
   }
 
   /// Latches `e` as the first fault and cancels the scope, unless another
@@ -342,7 +351,7 @@ class JoinHandle {
 
   /// True once the child finished (value or fault).
   bool done() const noexcept {
-    return h_ && h_.promise().own_record_.join.load(std::memory_order_acquire) == detail::TaskRecord::kJoinDone;
+    return h_ && h_.promise().record_->join.load(std::memory_order_acquire) == detail::TaskRecord::kJoinDone;
   }
 
   class Awaiter final : private detail::JoinWaiter {
@@ -357,7 +366,7 @@ class JoinHandle {
         cancelled_ = true;
         return false;
       }
-      child = &jh_->h_.promise().own_record_;
+      child = jh_->h_.promise().record_;
       if (child->join.load(std::memory_order_acquire) == detail::TaskRecord::kJoinDone || waiter == nullptr) {
         if (waiter == nullptr || !detail::consume_budget(waiter)) return false;
         detail::yield_from(waiter, caller, this);  // out of budget: yield once, then take
@@ -387,7 +396,7 @@ class JoinHandle {
     T await_resume() {
       if (!jh_->h_) throw std::logic_error("shoal::JoinHandle: awaited twice or after being moved from");
       if (cancelled_) throw Cancelled{};
-      if (child == nullptr) child = &jh_->h_.promise().own_record_;
+      if (child == nullptr) child = jh_->h_.promise().record_;
       if (child->join.load(std::memory_order_acquire) != detail::TaskRecord::kJoinDone) throw Cancelled{};
       // A child cut off by cancellation has no value. Its Cancelled goes on
       // only into an awaiter that is cancelled too; to any other (e.g. one
@@ -432,7 +441,7 @@ class JoinHandle {
     struct Release {
       Scope* s;
       Handle h;
-      ~Release() { s->release_retained(h.promise().own_record_, h); }
+      ~Release() { s->release_retained(*h.promise().record_, h); }
     } release{scope_, h};
     return h.promise().take();
   }
@@ -440,7 +449,7 @@ class JoinHandle {
   /// Frees the finished child's frame without delivering its result.
   void discard() noexcept {
     Handle h = std::exchange(h_, {});
-    scope_->release_retained(h.promise().own_record_, h);
+    scope_->release_retained(*h.promise().record_, h);
   }
 
   Scope* scope_;

@@ -112,6 +112,13 @@ class SerializedResource final : public std::pmr::memory_resource {
   SpinLock lock_;
 };
 
+/// A child whose frame its spawner already created (serve's connection
+/// handler): started as it is once admitted, with no wrapper frame.
+struct MadeChild {
+  Task<void> task;
+};
+struct TaskSetAccess;
+
 /// Suspends the eagerly started child wrapper until it is launched.
 struct HandOver {
   bool await_ready() const noexcept { return false; }
@@ -124,7 +131,7 @@ struct HandOver {
 /// the set's memory resource; the factory and its arguments then live in
 /// this frame until the child is done, so captures never dangle.
 template <class F, class... Args>
-Task<void> set_child(F f, Args... args) {
+Task<void> set_child(RootFrame, F f, Args... args) {
   using R = typename std::invoke_result_t<F&, Args&...>::value_type;
   auto inner = std::invoke(f, args...);
   if (!inner) throw std::invalid_argument("shoal::TaskSet::spawn: the factory returned an empty Task");
@@ -246,6 +253,7 @@ class TaskSet final : private detail::ChildGroup {
  private:
   template <class F>
   friend Task<void> detail::run_task_set(std::pmr::memory_resource* resource, std::size_t limit, F body);
+  friend struct detail::TaskSetAccess;
 
   TaskSet(detail::TaskRecord* body, std::pmr::memory_resource* resource, std::size_t limit) noexcept;
 
@@ -264,6 +272,7 @@ class TaskSet final : private detail::ChildGroup {
   Outcome register_wait(detail::TaskRecord* f, detail::WaitHook* hook, std::coroutine_handle<> h, std::uint64_t bit) noexcept;
   /// After the body resumed from an admission wait: clears what a canceller left.
   void clear_cancel_pending() noexcept { state_.fetch_and(~kCancelPending, std::memory_order_acq_rel); }
+  /// `p.record_` is set: a RootFrame's own, or root_record's.
   void launch(detail::PromiseBase& p, std::coroutine_handle<> h, bool local) noexcept;
 
   /// Creates the child (in the set's resource) in a slot already taken and
@@ -274,7 +283,7 @@ class TaskSet final : private detail::ChildGroup {
     std::exception_ptr early;
     try {
       detail::FrameResourceGuard guard(resource_ != nullptr ? &serialized_ : nullptr);
-      h = detail::set_child(std::move(fn), std::move(args)...).release();
+      h = detail::set_child(detail::RootFrame{}, std::move(fn), std::move(args)...).release();
       h.promise().continuation_ = std::noop_coroutine();  // an early throw ends back here
       h.resume();  // invokes the factory, up to the hand-over
     } catch (...) {
@@ -287,6 +296,13 @@ class TaskSet final : private detail::ChildGroup {
     }
     if (!h) return start_failed(early);
     h.promise().continuation_ = {};
+    launch(h.promise(), h, local);
+    return SpawnStatus::started;
+  }
+  /// A child made by the spawner (not in the set's resource).
+  SpawnStatus start_child(bool local, detail::MadeChild child) {
+    (void)detail::root_record(detail::TaskAccess::promise(child.task));  // std::bad_alloc: the child is dropped
+    auto h = child.task.release();
     launch(h.promise(), h, local);
     return SpawnStatus::started;
   }
@@ -413,6 +429,20 @@ class TaskSet::IdleAwaiter final : private detail::WaitHook {
 };
 
 inline TaskSet::IdleAwaiter TaskSet::wait_idle() noexcept { return IdleAwaiter(this); }
+
+namespace detail {
+/// For serve: spawns a child whose Task already exists, as TaskSet::spawn
+/// does (admission, checkpoint, yield), but starts that frame itself: the
+/// connection's handler runs in one frame less than a factory's child. The
+/// frame exists before admission, so only a spawner that holds one such
+/// child at a time (an accept loop) may use it.
+struct TaskSetAccess {
+  static auto spawn_made(TaskSet& set, Task<void> task) {
+    if (!task) throw std::invalid_argument("shoal::TaskSet: the Task is empty (moved-from?)");
+    return TaskSet::SpawnAwaiter<MadeChild>(&set, false, MadeChild{std::move(task)});
+  }
+};
+}  // namespace detail
 
 namespace detail {
 template <class F>
