@@ -124,10 +124,18 @@ bool io_wait_suspend(IoWaiter& w, TaskRecord* f, std::coroutine_handle<> h) noex
 
 // ---- IoOp: the readiness loop ---------------------------------------------
 
-IoOp::IoOp(IoSource* s, std::uint8_t interest, AttemptFn attempt, std::chrono::milliseconds limit) noexcept
-    : w_(s, s->lock, interest), attempt_(attempt), limit_(limit) {}
+namespace {
+std::uint32_t clamp_ms(std::chrono::milliseconds limit) noexcept {
+  if (limit.count() <= 0) return 0;
+  return static_cast<std::uint32_t>(std::min<std::int64_t>(limit.count(), UINT32_MAX));
+}
+}  // namespace
 
-IoOp::IoOp(IoOp&& o) noexcept : w_(o.w_.src, o.w_.src->lock, o.w_.interest), attempt_(o.attempt_), limit_(o.limit_) {}
+IoOp::IoOp(IoSource* s, std::uint8_t interest, AttemptFn attempt, std::chrono::milliseconds limit) noexcept
+    : w_(s, s->lock, interest), attempt_(attempt), limit_ms_(clamp_ms(limit)) {}
+
+IoOp::IoOp(IoOp&& o) noexcept
+    : w_(o.w_.src, o.w_.src->lock, o.w_.interest), attempt_(o.attempt_), limit_ms_(o.limit_ms_) {}
 
 int IoOp::fd() const noexcept { return w_.src->fd; }
 
@@ -186,7 +194,7 @@ bool IoOp::run(TaskRecord* f) noexcept {
 }
 
 bool IoOp::wait(TaskRecord* f) noexcept {
-  if (limit_.count() > 0 && !f->cancelled()) {
+  if (limit_ms_ != 0 && !f->cancelled()) {
     if (idle_ == nullptr) {
       try {
         idle_ = ::new (frame_allocate(sizeof(IoIdleEntry))) IoIdleEntry;
@@ -204,7 +212,7 @@ bool IoOp::wait(TaskRecord* f) noexcept {
     // wait's re-check reads.
     w_.expired = false;
     idle_->state.store(TimerEntry::idle, std::memory_order_relaxed);
-    idle_->deadline = to_ns(clock_now() + limit_);
+    idle_->deadline = to_ns(clock_now() + limit());
     (void)timer_insert(f->sched, idle_);  // no cancel check: the wait makes it
   }
   return io_wait_suspend(w_, f, std::coroutine_handle<>::from_address(&stand_in_));

@@ -113,9 +113,9 @@ namespace shoal::detail {
 // otherwise make it wait for an edge); it is still a checkpoint.
 StreamOp::StreamOp(IoSource* s, Kind kind, const void* data, std::size_t size, std::chrono::milliseconds limit) noexcept
     : IoOp(s, net::interest_of(kind), size == 0 && kind != Kind::wait_readable ? nullptr : &StreamOp::attempt, limit),
+      kind_(kind),
       data_(static_cast<std::byte*>(const_cast<void*>(data))),
-      size_(size),
-      kind_(kind) {}
+      size_(size) {}
 
 bool StreamOp::attempt(IoOp& base) noexcept {
   auto& op = static_cast<StreamOp&>(base);
@@ -139,7 +139,7 @@ bool StreamOp::attempt(IoOp& base) noexcept {
         }
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
-        op.err_ = errno;
+        op.err_ = static_cast<std::int16_t>(errno);
         return true;
       }
     case Kind::write_some:
@@ -162,7 +162,7 @@ bool StreamOp::attempt(IoOp& base) noexcept {
           op.pipe_ = true;
           continue;
         }
-        op.err_ = errno;
+        op.err_ = static_cast<std::int16_t>(errno);
         return true;
       }
     case Kind::wait_readable:

@@ -67,7 +67,7 @@ class IoOp {
   /// waits for an edge instead of making a syscall that would say EAGAIN.
   void drain() noexcept { drained_ = true; }
   int fd() const noexcept;
-  std::chrono::milliseconds limit() const noexcept { return limit_; }
+  std::chrono::milliseconds limit() const noexcept { return std::chrono::milliseconds(limit_ms_); }
 
  private:
   bool start(TaskRecord* f, std::coroutine_handle<> h) noexcept;
@@ -92,7 +92,7 @@ class IoOp {
   AttemptFn attempt_;
   std::coroutine_handle<> cont_;  // the awaiting coroutine
   IoIdleEntry* idle_ = nullptr;   // the limit's timer while a limited wait is queued
-  std::chrono::milliseconds limit_;
+  std::uint32_t limit_ms_;  // 0: none (a longer limit is clamped to 49 days)
   End end_ = End::done;
   bool woken_ = false;
   bool drained_ = false;

@@ -45,6 +45,10 @@ class Waiter : public WaitHook, public ListHook<> {
   // Who waits: a task (`record`), or a plain thread (`thread`, set through
   // wait_by_thread, which marks it). One word for both: every idle
   // connection's read has a waiter.
+ private:
+  SpinLock* lock_ = nullptr;  // ahead of the flags: a derived waiter packs its own into their tail
+
+ public:
   union {
     TaskRecord* record = nullptr;
     ThreadWake* thread;
@@ -92,8 +96,6 @@ class Waiter : public WaitHook, public ListHook<> {
   /// (under the lock): counts of announced waiters, a queue's flags.
   virtual void left_locked() noexcept {}
 
- private:
-  SpinLock* lock_ = nullptr;
 };
 
 /// A primitive's lock held for one step: released on every way out (a

@@ -27,12 +27,12 @@ class StreamOp : public IoOp {
 
  private:
   static bool attempt(IoOp& op) noexcept;
+  std::int16_t err_ = 0;  // errno, or kEndOfStream (these three first: they fill IoOp's tail)
+  Kind kind_;
+  bool pipe_ = false;  // send said ENOTSOCK: write(2) from then on
   std::byte* data_;
   std::size_t size_;
   std::size_t done_ = 0;
-  int err_ = 0;  // errno, or kEndOfStream
-  Kind kind_;
-  bool pipe_ = false;  // send said ENOTSOCK: write(2) from then on
 };
 }  // namespace shoal::detail
 
