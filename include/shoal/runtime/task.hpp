@@ -47,8 +47,12 @@ struct PromiseBase {
 
   PromiseBase() noexcept = default;
   PromiseBase(const PromiseBase&) = delete;
+  // Set by root_record when the spawn allocated the record. A flag, not a
+  // look at record_: an awaited frame's promise may outlive its task's
+  // record (promises die before parameter copies, such as an inner Task).
+  bool owns_record_ = false;
   ~PromiseBase() {
-    if (record_ != nullptr && record_->root == this) free_record(record_);  // a record the spawn allocated
+    if (owns_record_) free_record(record_);
   }
 
   static void* operator new(std::size_t size) { return frame_allocate(size); }
@@ -136,7 +140,6 @@ struct RootPromise : Promise<T> {
     this->record_ = &own_record_;
     own_record_.root = this;
   }
-  ~RootPromise() { this->record_ = nullptr; }  // nothing for ~PromiseBase to free
 };
 
 /// The record a spawned root `p` runs on: its own (a RootFrame), or a new
@@ -145,6 +148,7 @@ inline TaskRecord& root_record(PromiseBase& p) {
   if (p.record_ == nullptr) {
     p.record_ = allocate_record();
     p.record_->root = &p;
+    p.owns_record_ = true;
   }
   return *p.record_;
 }
