@@ -18,10 +18,7 @@ namespace shoal::detail {
 
 /// What an operation's attempt sees and may ask of the loop.
 struct IoAttempt {
-  bool woken = false;     // a readiness event (not a retry) led to this attempt
   bool back_off = false;  // set by the attempt: try again after a pause, not an edge
-  bool drained = false;   // set by a successful attempt: see IoOp::drain()
-  void drain() noexcept { drained = true; }
 };
 
 /// Sleeps the `times`-th back-off pause (5 ms doubling to 640 ms) and counts
@@ -56,7 +53,6 @@ Task<R> async_io(IoSource* s, std::uint32_t interest, Attempt attempt) {
     static bool thunk(IoOp& base) noexcept {
       Op& op = static_cast<Op&>(base);
       IoAttempt a;
-      a.woken = op.woken();
       try {
         if (auto r = (*op.attempt)(a)) {
           if constexpr (std::is_void_v<R>) {
@@ -64,7 +60,6 @@ Task<R> async_io(IoSource* s, std::uint32_t interest, Attempt attempt) {
           } else {
             op.result.emplace(std::move(*r));
           }
-          if (a.drained) op.drain();
           return true;
         }
       } catch (...) {

@@ -175,22 +175,26 @@ bool IoOp::run(TaskRecord* f) noexcept {
       if (!io_clear(s, seen, interest)) continue;  // an event came in meanwhile: try again
     }
     if (wait(f)) return false;
-    if (end_ == End::no_memory) break;
-    if (w_.cancelled) {
-      end_ = End::cancelled;
-      break;
-    }
-    if (w_.expired) {
-      end_ = End::idle_expired;
-      break;
-    }
+    if (wait_ended()) break;
   }
-  if (idle_ != nullptr) {
-    timer_cancel_and_wait(idle_->sched, idle_);
-    frame_deallocate(idle_, sizeof(IoIdleEntry));
-    idle_ = nullptr;
-  }
+  release_limit();
   return true;
+}
+
+bool IoOp::wait_ended() noexcept {
+  if (w_.cancelled) {
+    end_ = End::cancelled;
+  } else if (w_.expired) {
+    end_ = End::idle_expired;
+  }
+  return end_ != End::done;  // or no_memory, set by wait()
+}
+
+void IoOp::release_limit() noexcept {
+  if (idle_ == nullptr) return;
+  timer_cancel_and_wait(idle_->sched, idle_);
+  frame_deallocate(idle_, sizeof(IoIdleEntry));
+  idle_ = nullptr;
 }
 
 bool IoOp::wait(TaskRecord* f) noexcept {
@@ -225,12 +229,8 @@ void IoOp::on_wake(void* frame) noexcept {
   // finished, `expired` is settled (its write is ordered before `done`).
   if (op.idle_ != nullptr) timer_cancel_and_wait(op.idle_->sched, op.idle_);
   op.woken_ = true;
-  if (op.w_.cancelled || op.w_.expired) {
-    op.end_ = op.w_.cancelled ? End::cancelled : End::idle_expired;
-    if (op.idle_ != nullptr) {
-      frame_deallocate(op.idle_, sizeof(IoIdleEntry));
-      op.idle_ = nullptr;
-    }
+  if (op.wait_ended()) {
+    op.release_limit();
   } else if (!op.run(f)) {
     return;  // waiting again; the coroutine never saw the wake
   }

@@ -75,7 +75,10 @@ class IoOp {
   /// is now waiting (nothing may touch it then).
   bool run(TaskRecord* f) noexcept;
   bool wait(TaskRecord* f) noexcept;
-  void disarm_limit() noexcept;
+  /// After a wait that did not end in readiness: sets end_ (true if so).
+  bool wait_ended() noexcept;
+  /// Frees the limit's timer entry once it cannot fire.
+  void release_limit() noexcept;
   static void on_wake(void* frame) noexcept;
 
   // The stand-in coroutine frame a waiting op parks its task at: compilers

@@ -300,8 +300,12 @@ class TaskSet final : private detail::ChildGroup {
     return SpawnStatus::started;
   }
   /// A child made by the spawner (not in the set's resource).
-  SpawnStatus start_child(bool local, detail::MadeChild child) {
-    (void)detail::root_record(detail::TaskAccess::promise(child.task));  // std::bad_alloc: the child is dropped
+  SpawnStatus start_child(bool local, detail::MadeChild child) noexcept {
+    try {
+      (void)detail::root_record(detail::TaskAccess::promise(child.task));
+    } catch (...) {
+      return start_failed(std::current_exception());  // the slot goes back; the child is dropped
+    }
     auto h = child.task.release();
     launch(h.promise(), h, local);
     return SpawnStatus::started;
