@@ -126,6 +126,35 @@ SHOAL_TEST(CombinatorTest, StartReadyRethrowsAFaultBeforeTheSignal) {
   EXPECT_TRUE(caught);
 }
 
+// The child's fault cancels the scope as it settles start_ready; on several
+// workers that cancel can reach the parent before its wait does. Many rounds
+// so the child (stolen by another worker) often faults first.
+TEST(CombinatorStress, StartReadyRethrowsAFaultThatCancelsTheScopeBeforeTheWait) {
+  int caught = 0;
+  constexpr int rounds = 3000;
+  shoal::run(
+      [&]() -> Task<void> {
+        for (int i = 0; i < rounds; ++i) {
+          try {
+            co_await shoal::scope([&](Scope& s) -> Task<void> {
+              try {
+                (void)co_await s.start_ready<int>([](shoal::Ready<int>&) -> Task<void> {
+                  throw std::runtime_error("bind failed");
+                  co_return;
+                });
+              } catch (const std::runtime_error&) {
+                ++caught;
+                throw;
+              }
+            });
+          } catch (const std::runtime_error&) {
+          }
+        }
+      }(),
+      shoal::RuntimeOptions::with_workers(4));
+  EXPECT_EQ(caught, rounds);
+}
+
 TEST(CombinatorFaults, RethrowingADeliveredFaultIsNotReportedTwice) {
   std::atomic<int> reported{0};
   shoal::RuntimeOptions opts = shoal::RuntimeOptions::with_workers(2);

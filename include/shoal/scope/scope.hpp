@@ -547,7 +547,13 @@ Task<T> Scope::start_ready(F fn, Args... args) {
   if (f != nullptr && f->cancelled()) throw Cancelled{};  // a cancel point before any side effect
   auto st = std::make_shared<detail::ReadyState<T>>();
   spawn(detail::ready_child<T>(st, std::move(fn), std::move(args)...));
-  co_await st->event.wait();
+  try {
+    co_await st->event.wait();
+  } catch (const Cancelled&) {
+    // A child that faults before `ready` cancels this scope, and the cancel
+    // can reach this wait first: the caller is owed the fault, not Cancelled.
+    if (!st->event.is_set() || !st->error) throw;
+  }
   if (st->error) std::rethrow_exception(st->error);
   if constexpr (!std::is_void_v<T>) co_return std::move(*st->value);
 }
