@@ -7,9 +7,8 @@
 
 namespace shoal::detail {
 
-void SleepAwaiter::await_resume() const {
-  if (f_ == nullptr) throw std::logic_error("shoal::sleep_for/sleep_until: awaited outside a shoal task");
-  if (cancelled_ || f_->cancelled()) throw Cancelled{};
+void SleepAwaiter::throw_outside_task() {
+  throw std::logic_error("shoal::sleep_for/sleep_until: awaited outside a shoal task");
 }
 
 void SleepAwaiter::on_fire(TimerEntry* e) noexcept {
