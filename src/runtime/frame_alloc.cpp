@@ -2,7 +2,7 @@
 // came from, so frees go back to the right place even if the hooks or the
 // thread's resource changed in between.
 //
-// The default source is a per-thread frame cache: size classes of 32 bytes
+// The default source is a per-thread frame cache: size classes of 16 bytes
 // up to 1 KiB, a local free list owned by the thread, and a lock-free remote
 // list that other threads push frees onto (a frame spawned on one worker
 // usually finishes on another). The owner drains its remote list when its
@@ -46,8 +46,8 @@ struct alignas(16) Header {
 };
 static_assert(sizeof(Header) == 16);
 
-[[maybe_unused]] constexpr std::size_t kGranule = 32;
-[[maybe_unused]] constexpr std::size_t kClasses = 32;  // up to 1 KiB
+[[maybe_unused]] constexpr std::size_t kGranule = 16;
+[[maybe_unused]] constexpr std::size_t kClasses = 64;  // up to 1 KiB
 [[maybe_unused]] constexpr std::size_t kLocalCap = 4096;
 
 struct FreeBlock {
