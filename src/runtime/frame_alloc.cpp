@@ -13,7 +13,6 @@
 // Under ASan the cache is off, so frame use-after-free is still caught.
 #include "shoal/detail/frame_alloc.hpp"
 #include "shoal/detail/task_record.hpp"
-#include "shoal/runtime/task.hpp"
 
 #include <cstdint>
 #include <mutex>
@@ -202,86 +201,11 @@ void frame_deallocate(void* p, std::size_t size) noexcept {
   }
 }
 
-// A spawned plain Task's record (task.hpp: root_record). Records come from
-// slabs of ten: a thread carves its current slab front to back and moves on
-// when it is full, and whichever thread frees a slab's last record (or the
-// carving thread, retiring a slab with records it never carved) frees the
-// slab. One malloc per ten records instead of one each: with a million
-// started tasks alive the frame cache is cold and every record was a fresh
-// malloc (spawn_join_handles 0.80x Tokio against 0.98x with the record in
-// the frame). A slab is 1 KiB, so a long-lived record keeps at most 1 KiB
-// alive. Counting hooks, a frame resource and ASan (no cache) take the frame
-// path, so tests still see, fail and check every record allocation.
-namespace {
-#if SHOAL_FRAME_CACHE
-constexpr std::size_t kSlabBytes = 1024;
-constexpr std::uint32_t kSlabRecords = 10;
-struct alignas(16) RecordSlab {
-  shim::atomic<std::uint32_t> live;  // records not yet freed, counting those never carved
-};
-static_assert(sizeof(RecordSlab) + kSlabRecords * sizeof(TaskRecord) <= kSlabBytes);
-static_assert(alignof(TaskRecord) <= alignof(RecordSlab) && sizeof(TaskRecord) % alignof(TaskRecord) == 0);
+// A spawned Task's record (task.hpp: root_record), from the same caches.
+TaskRecord* allocate_record() { return ::new (frame_allocate(sizeof(TaskRecord))) TaskRecord; }
 
-shim::atomic<std::size_t> g_slabs_live{0};  // for testing::record_slabs_live
-
-void release_slab(RecordSlab* slab, std::uint32_t n) noexcept {
-  if (slab->live.fetch_sub(n, std::memory_order_acq_rel) == n) {
-    g_slabs_live.fetch_sub(1, std::memory_order_relaxed);
-    slab->~RecordSlab();
-    ::operator delete(slab, std::align_val_t{kSlabBytes});
-  }
-}
-
-struct SlabCursor {
-  RecordSlab* slab = nullptr;
-  std::uint32_t next = kSlabRecords;  // records carved from `slab`
-  ~SlabCursor() {
-    tls_slab_dead = true;
-    if (slab != nullptr && next < kSlabRecords) release_slab(slab, kSlabRecords - next);
-  }
-  static thread_local bool tls_slab_dead;
-};
-thread_local bool SlabCursor::tls_slab_dead = false;
-thread_local SlabCursor tls_slab;
-
-void* carve_record() {
-  SlabCursor& c = tls_slab;
-  if (c.next == kSlabRecords) {
-    // The full slab is not ours to touch any more: its records free it.
-    void* raw = ::operator new(kSlabBytes, std::align_val_t{kSlabBytes});
-    c.slab = ::new (raw) RecordSlab{kSlabRecords};
-    g_slabs_live.fetch_add(1, std::memory_order_relaxed);
-    c.next = 0;
-  }
-  return reinterpret_cast<char*>(c.slab) + sizeof(RecordSlab) + c.next++ * sizeof(TaskRecord);
-}
-#endif
-}  // namespace
-
-TaskRecord* allocate_record(std::uint8_t& kind) {
-#if SHOAL_FRAME_CACHE
-  if (tls_resource == nullptr && g_hooks.load(std::memory_order_acquire) == nullptr &&
-      !SlabCursor::tls_slab_dead) {
-    TaskRecord* f = ::new (carve_record()) TaskRecord;
-    kind = kRecordFromSlab;
-    return f;
-  }
-#endif
-  TaskRecord* f = ::new (frame_allocate(sizeof(TaskRecord))) TaskRecord;
-  kind = kRecordFromFrames;
-  return f;
-}
-
-void free_record(TaskRecord* f, std::uint8_t kind) noexcept {
+void free_record(TaskRecord* f) noexcept {
   f->~TaskRecord();
-#if SHOAL_FRAME_CACHE
-  if (kind == kRecordFromSlab) {
-    const auto at = reinterpret_cast<std::uintptr_t>(f) & ~std::uintptr_t{kSlabBytes - 1};
-    release_slab(reinterpret_cast<RecordSlab*>(at), 1);
-    return;
-  }
-#endif
-  (void)kind;
   frame_deallocate(f, sizeof(TaskRecord));
 }
 
@@ -290,15 +214,5 @@ void free_record(TaskRecord* f, std::uint8_t kind) noexcept {
 namespace shoal::testing {
 void set_frame_hooks(const FrameHooks* hooks) noexcept {
   detail::g_hooks.store(hooks, std::memory_order_release);
-}
-
-bool frame_cache_enabled() noexcept { return SHOAL_FRAME_CACHE != 0; }
-
-std::size_t record_slabs_live() noexcept {
-#if SHOAL_FRAME_CACHE
-  return detail::g_slabs_live.load(std::memory_order_relaxed);
-#else
-  return 0;
-#endif
 }
 }  // namespace shoal::testing

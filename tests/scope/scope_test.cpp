@@ -621,32 +621,6 @@ TEST(ScopeFrames, SpawnedTaskCostsItsFrameAndItsRecordAndACallableTwoFrames) {
   EXPECT_EQ(frames.live(), 0);
 }
 
-Task<void> wait_for(shoal::test::ManualEvent* ev) { co_await ev->wait(); }
-
-// A started plain Task's record comes from a slab of ten; the slab goes when
-// its last record does, whichever worker frees it, and a worker's part-carved
-// slab goes when the worker exits.
-TEST(ScopeFrames, StartedTasksRecordSlabsAreFreedWithTheirLastRecord) {
-  if (!shoal::testing::frame_cache_enabled()) GTEST_SKIP() << "frame cache off (ASan): records come from the frame path";
-  const std::size_t before = shoal::testing::record_slabs_live();
-  std::size_t while_held = 0;
-  shoal::test::ManualEvent go;
-  // On a thread of its own: run() carves the root's record on the calling
-  // thread, whose part-carved slab then goes when that thread exits.
-  std::thread([&] {
-    shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
-                 std::vector<shoal::JoinHandle<void>> hs;
-                 for (int i = 0; i < 1000; ++i) hs.push_back(s.start(wait_for(&go)));
-                 while_held = shoal::testing::record_slabs_live();
-                 go.set();
-                 for (auto& h : hs) co_await h;
-               }),
-               shoal::RuntimeOptions::with_workers(2));
-  }).join();
-  EXPECT_GE(while_held, before + 100);  // 1,000 records, ten to a slab
-  EXPECT_EQ(shoal::testing::record_slabs_live(), before);
-}
-
 // Only a spawned root needs the task record: a frame that is awaited (with
 // its 16-byte header) is no larger than the record alone; it was the record
 // plus the promise and the frame.

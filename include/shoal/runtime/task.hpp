@@ -34,12 +34,8 @@ using Stored = std::conditional_t<std::is_void_v<T>, bool, T>;
 
 /// A spawned task's record when its root frame carries none: allocated at
 /// the spawn, freed with that frame (by its promise).
-/// `kind` says where it came from (kRecordFromFrames or kRecordFromSlab),
-/// for free_record.
-inline constexpr std::uint8_t kRecordFromFrames = 1;
-inline constexpr std::uint8_t kRecordFromSlab = 2;
-TaskRecord* allocate_record(std::uint8_t& kind);
-void free_record(TaskRecord* f, std::uint8_t kind) noexcept;
+TaskRecord* allocate_record();
+void free_record(TaskRecord* f) noexcept;
 
 struct PromiseBase {
   // The task this frame runs on: its awaiter's, or for a spawned root its
@@ -54,9 +50,9 @@ struct PromiseBase {
   // Set by root_record when the spawn allocated the record. A flag, not a
   // look at record_: an awaited frame's promise may outlive its task's
   // record (promises die before parameter copies, such as an inner Task).
-  std::uint8_t owns_record_ = 0;  // 0, or where the record came from
+  bool owns_record_ = false;
   ~PromiseBase() {
-    if (owns_record_ != 0) free_record(record_, owns_record_);
+    if (owns_record_) free_record(record_);
   }
 
   static void* operator new(std::size_t size) { return frame_allocate(size); }
@@ -150,10 +146,9 @@ struct RootPromise : Promise<T> {
 /// one. Throws std::bad_alloc.
 inline TaskRecord& root_record(PromiseBase& p) {
   if (p.record_ == nullptr) {
-    std::uint8_t kind = 0;
-    p.record_ = allocate_record(kind);
+    p.record_ = allocate_record();
     p.record_->root = &p;
-    p.owns_record_ = kind;
+    p.owns_record_ = true;
   }
   return *p.record_;
 }

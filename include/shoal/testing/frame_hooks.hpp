@@ -19,11 +19,4 @@ struct FrameHooks {
 /// allocations in flight: install while no runtime is running.
 void set_frame_hooks(const FrameHooks* hooks) noexcept;
 
-/// Slabs of spawned-task records currently allocated (0 when the frame cache
-/// is off, as under ASan). Records bypass the slabs while hooks are installed.
-std::size_t record_slabs_live() noexcept;
-
-/// False when frames bypass the per-thread cache (ASan builds).
-bool frame_cache_enabled() noexcept;
-
 }  // namespace shoal::testing
