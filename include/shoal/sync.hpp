@@ -2,6 +2,7 @@
 // plain threads). Scoped combinators only: no public lock or unlock.
 #pragma once
 
+#include "shoal/sync/event.hpp"
 #include "shoal/sync/mutex.hpp"
 #include "shoal/sync/semaphore.hpp"
 #include "shoal/sync/sync_error.hpp"

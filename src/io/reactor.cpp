@@ -219,11 +219,11 @@ bool IoOp::wait(TaskRecord* f) noexcept {
     idle_->deadline = to_ns(clock_now() + limit());
     (void)timer_insert(f->sched, idle_);  // no cancel check: the wait makes it
   }
-  return io_wait_suspend(w_, f, std::coroutine_handle<>::from_address(&stand_in_));
+  return io_wait_suspend(w_, f, stand_in_.handle());
 }
 
 void IoOp::on_wake(void* frame) noexcept {
-  IoOp& op = *static_cast<StandIn*>(frame)->op;
+  IoOp& op = StandIn::owner_of<IoOp>(frame);
   TaskRecord* f = op.w_.record;
   // The limit's timer either woke us or must not fire any more; once it has
   // finished, `expired` is settled (its write is ordered before `done`).

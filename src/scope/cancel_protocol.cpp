@@ -39,8 +39,7 @@ void wake_for_cancel(TaskRecord* f, TaskBatch& batch) noexcept {
     if (f->hook.compare_exchange_weak(h, kBusy, std::memory_order_seq_cst)) break;
   }
   // A task waiting inside a shielded (uncancelled) node is left alone.
-  const bool claimed = f->node.load(std::memory_order_relaxed)->cancelled.load(std::memory_order_seq_cst) &&
-                       h->cancel_wait();
+  const bool claimed = f->cancelled() && h->cancel_wait();
   f->hook.store(claimed ? nullptr : h, std::memory_order_release);
   if (claimed) batch.push(f);
 }
@@ -69,7 +68,7 @@ void publish_hook(TaskRecord* f, WaitHook* w) noexcept {
 bool arm_wait(TaskRecord* f, WaitHook* w) noexcept {
   link_home(f);
   f->hook.store(w, std::memory_order_seq_cst);
-  if (f->node.load(std::memory_order_relaxed)->cancelled.load(std::memory_order_seq_cst)) {
+  if (f->cancelled()) {
     disarm_wait(f, w);
     return false;
   }
@@ -101,7 +100,10 @@ void CancelNode::attach(CancelNode* parent_node, TaskRecord* body_record, Schedu
   if (parent == nullptr) return;
   parent->lock.lock();
   parent->children.push_front(this);
-  if (!shielded && parent->cancelled.load(std::memory_order_relaxed)) {
+  // A body that its own handle cancelled (JoinHandle::cancel) carries that
+  // into the nodes it enters at its top level.
+  const bool body_alone = body != nullptr && body->home == parent && body->cancel_alone.load(std::memory_order_relaxed);
+  if (!shielded && (parent->cancelled.load(std::memory_order_relaxed) || body_alone)) {
     cancelled.store(true, std::memory_order_seq_cst);
   }
   parent->lock.unlock();
@@ -150,6 +152,20 @@ void cancel_tree(CancelNode* n, TaskBatch& batch) noexcept {
   n->lock.unlock();
 }
 }  // namespace
+
+void CancelNode::cancel_one(TaskRecord* f) noexcept {
+  // Flag first, then look (Dekker with the task's hook, as for a node's
+  // flag); a node it enters after our walk sees the flag under our lock.
+  if (f->cancel_alone.exchange(true, std::memory_order_seq_cst)) return;
+  TaskBatch batch;
+  lock.lock();
+  if (RecordList::is_linked(f)) wake_for_cancel(f, batch);  // waiting here (the hook is guarded by our lock)
+  for (CancelNode* c = children.front(); c != nullptr; c = children.next(c)) {
+    if (c->body == f && !c->shielded) cancel_tree(c, batch);
+  }
+  lock.unlock();
+  if (!batch.empty()) schedule_batch(sched, batch);
+}
 
 void CancelNode::cancel(bool self) noexcept {
   if (self) self_cancelled.store(true, std::memory_order_release);

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "harness.hpp"
-#include "shoal/detail/event.hpp"
+#include "shoal/sync/event.hpp"
 #include "shoal/runtime/errors.hpp"
 
 namespace shoal::model {
@@ -18,11 +18,11 @@ enum class End { none, woken, cancelled };
 
 // One task awaiting an Event, as a task would; then it leaves its scope's
 // task list as Scope::task_done does.
-End await_event(TestRecord& f, detail::Event& ev, detail::CancelNode& home) {
+End await_event(TestRecord& f, Event& ev, detail::CancelNode& home) {
   set_current_record(&f);
   End end = End::none;
   {
-    detail::Event::Awaiter aw = ev.wait();
+    Event::Awaiter aw = ev.wait();
     try {
       await(f, aw);
       end = End::woken;
@@ -41,7 +41,7 @@ void check_wakes(TestRecord& f) {
 }
 
 void event_race(bool with_set, bool with_cancel) {
-  detail::Event ev;
+  Event ev;
   detail::CancelNode node;
   TestRecord f;
   f.node.store(&node);
@@ -88,7 +88,7 @@ TEST(ModelWaitHook, SetAloneAlwaysWakesExhaustiveBound3) {
 // finds kBusy or a cleared hook, and the waiter is still scheduled once.
 TEST(ModelWaitHook, TwoCancellersExhaustiveBound2) {
   expect_passes(explore_bound(2, [] {
-    detail::Event ev;
+    Event ev;
     detail::CancelNode parent, child;
     child.attach(&parent, nullptr, nullptr);
     TestRecord f;
@@ -110,7 +110,7 @@ TEST(ModelWaitHook, TwoCancellersExhaustiveBound2) {
 // linked beside it: the cancel unlinks only its own waiter, and set() still
 // wakes the other.
 void two_waiters() {
-  detail::Event ev;
+  Event ev;
   detail::CancelNode a, b;
   TestRecord fa, fb;
   fa.node.store(&a);
@@ -138,7 +138,7 @@ TEST(ModelWaitHook, TwoWaitersOneCancelledRandomSchedules) { expect_passes(rando
 // cancel take the parent's lock, so the child is born cancelled or reached
 // by the cancel walk, and the waiter inside it ends Cancelled either way.
 void attach_races_parent_cancel() {
-  detail::Event ev;
+  Event ev;
   detail::CancelNode parent, child;
   TestRecord f;
   End end = End::none;

@@ -87,7 +87,7 @@ SHOAL_TEST(MutexTest, AThrowOrACancellationInsideTheBodyReleasesTheLock) {
 SHOAL_TEST(MutexTest, TryLockWhileHeldIsBusyAndDoesNotRunTheBody) {
   Mutex m;
   int ran = 0;
-  shoal::detail::Event held, done;
+  shoal::Event held, done;
   co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
     s.spawn(shoal::with_lock(m, [&]() -> Task<void> {
       held.set();
@@ -128,7 +128,7 @@ SHOAL_TEST(MutexTest, ANestedLockBySameTaskOrThreadIsASelfDeadlockError) {
 
 SHOAL_TEST(MutexTest, LockTimeoutTimesOutWhileHeldAndSucceedsWhenReleasedInTime) {
   Mutex m;
-  shoal::detail::Event held, release;
+  shoal::Event held, release;
   co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
     s.spawn(shoal::with_lock(m, [&]() -> Task<void> {
       held.set();
@@ -159,7 +159,7 @@ SHOAL_TEST(MutexTest, ALockTimeoutOfZeroTakesAFreeLockAndTimesOutOnAHeldOne) {
     SHOAL_CO_ASSERT(r.has_value());
   }
   EXPECT_EQ(ran, 300);
-  shoal::detail::Event held, release;
+  shoal::Event held, release;
   co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
     s.spawn(shoal::with_lock(m, [&]() -> Task<void> {
       held.set();
@@ -175,7 +175,7 @@ SHOAL_TEST(MutexTest, ALockTimeoutOfZeroTakesAFreeLockAndTimesOutOnAHeldOne) {
 
 SHOAL_TEST(MutexTest, ACancelledWaiterLeavesTheQueueAndTheNextOneGetsTheLock) {
   Mutex m;
-  shoal::detail::Event held, release;
+  shoal::Event held, release;
   std::atomic<int> got{0};
   co_await shoal::with_timeout(30s, shoal::scope([&](shoal::Scope& s) -> Task<void> {
     s.spawn(shoal::with_lock(m, [&]() -> Task<void> {
@@ -468,7 +468,7 @@ SHOAL_TEST(CellTest, UpdatesAreExclusiveAndAThrowLeavesTheValue) {
 
 SHOAL_TEST(RwLockTest, ACancelledWriterLeavesTheQueueAndTheReadersBehindItGetIn) {
   RwLock l;
-  shoal::detail::Event reading, done;
+  shoal::Event reading, done;
   std::atomic<int> got{0};
   co_await shoal::with_timeout(30s, shoal::scope([&](shoal::Scope& s) -> Task<void> {
     s.spawn(shoal::with_read_lock(l, [&]() -> Task<void> {
@@ -488,7 +488,7 @@ SHOAL_TEST(RwLockTest, ACancelledWriterLeavesTheQueueAndTheReadersBehindItGetIn)
 
 SHOAL_TEST(SemaphoreTest, ACancelledWaiterNeverHoldsPermitsAndTheNextOneGetsThem) {
   Semaphore sem(1);
-  shoal::detail::Event held, release;
+  shoal::Event held, release;
   std::atomic<int> got{0};
   co_await shoal::with_timeout(30s, shoal::scope([&](shoal::Scope& s) -> Task<void> {
     s.spawn(shoal::with_permit(sem, [&]() -> Task<void> {

@@ -47,6 +47,11 @@
 
 namespace shoal {
 
+namespace detail {
+template <class T>
+class ChannelCase;
+}  // namespace detail
+
 /// A send on a closed channel. Catch ChannelClosedError<T> to get the value back.
 class ChannelClosed : public std::runtime_error {
  public:
@@ -67,16 +72,24 @@ class Channel {
   static_assert(std::is_move_constructible_v<T>, "shoal::Channel<T>: T must be move-constructible");
 
   using Section = detail::WaitSection;
-  struct Waiter : detail::Waiter {
-    Waiter(Channel* c, bool is_sender) noexcept : detail::Waiter(c->lock_), ch(c), sender(is_sender) {}
+  using Wakes = detail::WakeList;
+  // Every waiter in senders_/receivers_: a task's, a thread's, or a
+  // select's case (select.hpp), which a waker must claim first.
+  struct Waiter : detail::SelectCase {
+    Waiter(Channel* c, T* value) noexcept : detail::SelectCase(c->lock_), ch(c), sender(true), data(value) {}
+    Waiter(Channel* c, std::optional<T>* slot) noexcept : detail::SelectCase(c->lock_), ch(c), sender(false), data(slot) {}
+    Waiter(Channel* c, bool is_sender, void* d) noexcept : detail::SelectCase(c->lock_), ch(c), sender(is_sender), data(d) {}
     Channel* ch;
     const bool sender;  // in senders_ (else receivers_) while queued
     bool done = false;  // the operation completed (value moved / channel closed)
+    void* data;         // the sender's T, or the receiver's std::optional<T>
     std::exception_ptr error;  // a sender whose value threw when moved on its behalf
 
    private:
     void left_locked() noexcept override { ch->unannounce(sender); }
   };
+  template <class U>
+  friend class detail::ChannelCase;
 
  public:
   /// Capacity 0: rendezvous. Throws std::bad_alloc for the buffer.
@@ -110,7 +123,7 @@ class Channel {
 
   class SendAwaiter final : private Waiter {
    public:
-    SendAwaiter(Channel* c, T v) : Waiter(c, true), value_(std::move(v)) {}
+    SendAwaiter(Channel* c, T v) : Waiter(c, &value_), value_(std::move(v)) {}
     bool await_ready() const noexcept { return false; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
@@ -162,7 +175,7 @@ class Channel {
 
   class RecvAwaiter final : private Waiter {
    public:
-    explicit RecvAwaiter(Channel* c) noexcept : Waiter(c, false) {}
+    explicit RecvAwaiter(Channel* c) noexcept : Waiter(c, &slot_) {}
     bool await_ready() const noexcept { return false; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
@@ -250,13 +263,13 @@ class Channel {
     if (ring_) ring_->close();  // sends fail from here on; buffered values stay
     Section sec(lock_);
     closed_ = true;
-    while (Waiter* w = front(receivers_)) {
+    while (Waiter* w = claim_front(receivers_)) {
       unlink(w);
-      if (ring_) ring_->try_pop(receiver_slot(w));  // a value a sender was still writing
-      w->done = true;
+      if (ring_ && !w->in_select) ring_->try_pop(receiver_slot(w));  // a value a sender was still writing
+      w->done = !w->in_select;  // a select's case retries: it takes such a value itself
       sec.wake(w);
     }
-    while (Waiter* w = front(senders_)) {
+    while (Waiter* w = claim_front(senders_)) {
       unlink(w);  // not done: the sender still holds its value
       sec.wake(w);
     }
@@ -356,7 +369,7 @@ class Channel {
   // The last try before linking, under the lock. Ring mode announces the
   // waiter first (a seq_cst RMW, then a fence: pairs with settle()'s load),
   // and withdraws the announcement if it will not wait after all.
-  int retry_locked(bool send, T* v, std::optional<T>* out, Section& sec) {
+  int retry_locked(bool send, T* v, std::optional<T>* out, Wakes& sec) {
     if (!ring_) return send ? try_send_locked(*v, sec) : try_recv_locked(*out, sec);
     shim_counter& waiting = send ? n_senders_ : n_receivers_;
     waiting.fetch_add(1, std::memory_order_seq_cst);
@@ -388,7 +401,12 @@ class Channel {
     if (n_receivers_.load(std::memory_order_seq_cst) == 0) return false;
     bool moved = false;
     Section sec(lock_);
-    if (Waiter* w = front(receivers_)) {
+    if (Waiter* w = claim_front(receivers_)) {
+      if (w->in_select) {  // a select takes the value itself (a claimed case cannot give it back)
+        unlink(w);
+        sec.wake(w);
+        return false;
+      }
       const int r = ring_->try_pop(receiver_slot(w));
       if (r != kWouldBlock) {  // a value, or closed and drained
         unlink(w);
@@ -403,7 +421,12 @@ class Channel {
     if (n_senders_.load(std::memory_order_seq_cst) == 0) return false;
     bool moved = false;
     Section sec(lock_);
-    if (Waiter* w = front(senders_)) {
+    if (Waiter* w = claim_front(senders_)) {
+      if (w->in_select) {  // a select sends its value itself
+        unlink(w);
+        sec.wake(w);
+        return false;
+      }
       if (ring_->try_push(sender_value(w)) == kDone) {
         unlink(w);
         w->done = true;
@@ -415,12 +438,12 @@ class Channel {
   }
 
   struct ThreadSend final : Waiter {
-    ThreadSend(Channel* c, T v) : Waiter(c, true), value(std::move(v)) {}
+    ThreadSend(Channel* c, T v) : Waiter(c, &value), value(std::move(v)) {}
     T value;
     detail::ThreadWake wake;
   };
   struct ThreadRecv final : Waiter {
-    ThreadRecv(Channel* c, std::optional<T>& out) : Waiter(c, false), slot(&out) {}
+    ThreadRecv(Channel* c, std::optional<T>& out) : Waiter(c, &out), slot(&out) {}
     std::optional<T>* slot;
     detail::ThreadWake wake;
   };
@@ -432,21 +455,21 @@ class Channel {
     }
   }
 
-  static Waiter* front(const detail::WaitList& l) noexcept { return static_cast<Waiter*>(l.front()); }
+  // The first waiter a waker may complete (claimed), dropping dead select
+  // cases on the way; still linked.
+  Waiter* claim_front(detail::WaitList& l) noexcept {
+    return static_cast<Waiter*>(detail::claim_front(l, [this](detail::Waiter* w) noexcept {
+      unannounce(static_cast<Waiter*>(w)->sender);
+    }));
+  }
   // A waker's claim (under the lock): out of its list, and out of the count.
   void unlink(Waiter* w) noexcept {
     unannounce(w->sender);
     w->unlink_locked();
   }
 
-  static T& sender_value(Waiter* w) noexcept {
-    if (!w->by_thread) return static_cast<SendAwaiter*>(w)->value_;
-    return static_cast<ThreadSend*>(w)->value;
-  }
-  static std::optional<T>& receiver_slot(Waiter* w) noexcept {
-    if (!w->by_thread) return static_cast<RecvAwaiter*>(w)->slot_;
-    return *static_cast<ThreadRecv*>(w)->slot;
-  }
+  static T& sender_value(Waiter* w) noexcept { return *static_cast<T*>(w->data); }
+  static std::optional<T>& receiver_slot(Waiter* w) noexcept { return *static_cast<std::optional<T>*>(w->data); }
 
   // Index of the slot `n` places after head_ (no division on the hot path).
   std::size_t slot_after(std::size_t n) const noexcept {
@@ -454,9 +477,9 @@ class Channel {
     return i >= capacity_ ? i - capacity_ : i;
   }
 
-  int try_send_locked(T& v, Section& sec) {
+  int try_send_locked(T& v, Wakes& sec) {
     if (closed_) return kClosed;
-    if (Waiter* r = front(receivers_)) {  // only when the buffer is empty
+    if (Waiter* r = claim_front(receivers_)) {  // only when the buffer is empty
       receiver_slot(r).emplace(std::move(v));
       unlink(r);
       r->done = true;
@@ -471,13 +494,13 @@ class Channel {
     return kWouldBlock;
   }
 
-  int try_recv_locked(std::optional<T>& out, Section& sec) {
+  int try_recv_locked(std::optional<T>& out, Wakes& sec) {
     if (count_ > 0) {
       out.emplace(std::move(*buffer_[head_]));
       buffer_[head_].reset();
       if (++head_ == capacity_) head_ = 0;
       --count_;
-      if (Waiter* s = front(senders_)) {  // refill from the longest-waiting sender
+      if (Waiter* s = claim_front(senders_)) {  // refill from the longest-waiting sender
         unlink(s);
         try {
           buffer_[slot_after(count_)].emplace(std::move(sender_value(s)));
@@ -490,7 +513,7 @@ class Channel {
       }
       return kDone;
     }
-    if (Waiter* s = front(senders_)) {  // rendezvous
+    if (Waiter* s = claim_front(senders_)) {  // rendezvous
       out.emplace(std::move(sender_value(s)));
       unlink(s);
       s->done = true;

@@ -104,7 +104,8 @@ class ChildGroup : public TaskOwner {
     if ((f.flags & TaskRecord::kLinked) != 0) node_.remove_record(&f);
     if (!error) return End::value;
     if (!is_cancelled_exception(error)) return End::fault;
-    cut_off_.store(true, std::memory_order_relaxed);
+    // Cancelled alone (JoinHandle::cancel): the group was not cut off.
+    if (!f.cancel_alone.load(std::memory_order_relaxed)) cut_off_.store(true, std::memory_order_relaxed);
     return End::cancelled;
   }
 

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shoal/detail/stand_in.hpp"
 #include "shoal/detail/task_record.hpp"
 #include "shoal/detail/wait_queue.hpp"
 
@@ -81,16 +82,7 @@ class IoOp {
   void release_limit() noexcept;
   static void on_wake(void* frame) noexcept;
 
-  // The stand-in coroutine frame a waiting op parks its task at: compilers
-  // lay a frame out as {resume, destroy, ...} and resume() calls the first
-  // word with the frame's address (libstdc++'s noop_coroutine relies on the
-  // same). It is only ever resumed, never destroyed or asked done(), so the
-  // second word holds the op.
-  struct StandIn {
-    void (*resume)(void*);
-    IoOp* op;
-  };
-  StandIn stand_in_{&IoOp::on_wake, this};
+  StandIn stand_in_{&IoOp::on_wake, this};  // what a waiting op parks its task at
   IoWaiter w_;
   AttemptFn attempt_;
   std::coroutine_handle<> cont_;  // the awaiting coroutine

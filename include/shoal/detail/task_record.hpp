@@ -46,7 +46,7 @@ struct TaskOwner {
   ~TaskOwner() = default;
 };
 
-inline constexpr std::uint32_t kBudget = 128;
+inline constexpr std::uint16_t kBudget = 128;
 
 struct TaskRecord {
   TaskRecord* next = nullptr;                 // run-queue / batch link
@@ -59,7 +59,10 @@ struct TaskRecord {
   shim::atomic<WaitHook*> hook{nullptr};  // armed while suspended at a cancellable wait
   shim::atomic<std::uintptr_t> join{0};   // Scope::start: kJoin* or the JoinWaiter*
   PromiseBase* root = nullptr;            // the promise of the frame spawned as this task
-  std::uint32_t budget = kBudget;
+  std::uint16_t budget = kBudget;
+  // JoinHandle::cancel(): this one child is cancelled. Seen at its checkpoints
+  // only while it runs in `home` (nested nodes inherit it when entered).
+  shim::atomic<bool> cancel_alone{false};
   std::uint32_t flags = 0;
 
   static constexpr std::uint32_t kRetained = 1;  // frame outlives completion (start())
@@ -106,10 +109,15 @@ struct CancelNode : ListHook<ChildTag> {
   /// Cancels this node and every non-shielded descendant, waking the tasks
   /// suspended at cancellable waits inside them. Any thread.
   void cancel(bool self) noexcept;
+  /// Cancels one task spawned into this node (`f->home == this`) and the
+  /// nodes it entered here, not its siblings. Any thread.
+  void cancel_one(TaskRecord* f) noexcept;
 };
 
 inline bool TaskRecord::cancelled() const noexcept {
-  return node.load(std::memory_order_relaxed)->cancelled.load(std::memory_order_acquire);
+  const CancelNode* n = node.load(std::memory_order_relaxed);
+  return n->cancelled.load(std::memory_order_acquire) ||
+         (n == home && cancel_alone.load(std::memory_order_acquire));
 }
 
 /// Ready to run: from a wake. Goes to the worker's LIFO slot when called on a worker.

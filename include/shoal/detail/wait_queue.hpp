@@ -14,9 +14,20 @@
 //  - exactly one of waker and canceller unlinks a waiter, so exactly one
 //    of them owns its wake.
 // A plain thread waits the same way with a ThreadWake instead of a task.
+//
+// A select (channel/select.hpp) waits on several primitives at once: one
+// SelectCase per primitive, each in that primitive's list, all sharing one
+// SelectClaim. The select links its cases while holding every lock they
+// need (a MultiSection) and parks before it lets go, so a waker, which
+// holds one of those locks, only ever meets a parked select or a finished
+// one: it claims the case with one CAS on the claim word (claim_waiter),
+// and a case whose select finished elsewhere is dead, unlinked by whoever
+// meets it next. After its wake the select unlinks what is left under all
+// its locks again.
 #pragma once
 
 #include <coroutine>
+#include <cstddef>
 #include <cstdint>
 
 #include "shoal/detail/task_record.hpp"
@@ -55,6 +66,7 @@ class Waiter : public WaitHook, public ListHook<> {
   };
   bool by_thread = false;
   bool cancelled = false;  // a canceller took it out of its list
+  bool in_select = false;  // a SelectCase: claimed through its select, woken through its hook
 
   void wait_by_thread(ThreadWake& wake) noexcept {
     thread = &wake;
@@ -98,28 +110,113 @@ class Waiter : public WaitHook, public ListHook<> {
 
 };
 
-/// A primitive's lock held for one step: released on every way out (a
-/// throwing move of a user's value included), then every waiter the step
-/// claimed is woken (the last claimed first).
-class WaitSection {
+/// The claim word one select's cases share: which case completed, or that
+/// the select was cancelled; and whether its task is parked yet (a timer or
+/// a canceller, which hold none of its locks, may come before that).
+class SelectClaim final : public WaitHook {
  public:
-  explicit WaitSection(SpinLock& lock) noexcept : lock_(lock) { lock_.lock(); }
-  ~WaitSection() {
-    lock_.unlock();
-    for (Waiter* w = woken_; w != nullptr;) {
-      Waiter* next = w->wake_next();  // w may be gone once woken
-      if (w->by_thread) {
-        w->thread->notify();
-      } else {
-        TaskRecord* f = w->record;
-        disarm_wait(f, w);
-        schedule(f);
+  /// Case `i` completes if nothing else did first. True if it is ours;
+  /// `wake` then says whether the task is parked (the caller wakes it).
+  bool try_win(std::uint32_t i, bool& wake) noexcept {
+    std::uint32_t v = word_.load(std::memory_order_acquire);
+    while ((v & kStateMask) == kOpen) {
+      if (word_.compare_exchange_weak(v, kWon | i | (v & kParked), std::memory_order_acq_rel)) {
+        wake = (v & kParked) != 0;
+        return true;
       }
-      w = next;
     }
+    return false;
   }
-  WaitSection(const WaitSection&) = delete;
-  WaitSection& operator=(const WaitSection&) = delete;
+  /// The canceller's claim (a WaitHook): true only if it cancelled a parked
+  /// select, which the caller then schedules; an unparked one sees it at park().
+  bool cancel_wait() noexcept override {
+    std::uint32_t v = word_.load(std::memory_order_acquire);
+    while ((v & kStateMask) == kOpen) {
+      if (word_.compare_exchange_weak(v, kCancelled | (v & kParked), std::memory_order_acq_rel)) {
+        return (v & kParked) != 0;
+      }
+    }
+    return false;
+  }
+  /// The select's task, last thing before it suspends: false if a timer or
+  /// a canceller finished the select first (then it must not suspend).
+  bool park() noexcept {
+    std::uint32_t v = kOpen;
+    return word_.compare_exchange_strong(v, kOpen | kParked, std::memory_order_acq_rel);
+  }
+  /// The case that completed, or -1 (open, or cancelled).
+  int winner() const noexcept {
+    const std::uint32_t v = word_.load(std::memory_order_acquire);
+    return (v & kStateMask) == kWon ? static_cast<int>(v & kIndexMask) : -1;
+  }
+  bool cancelled() const noexcept { return (word_.load(std::memory_order_acquire) & kStateMask) == kCancelled; }
+  /// Open again for another round; only once no case is linked, no timer
+  /// can fire and the hook is disarmed.
+  void reset() noexcept { word_.store(kOpen, std::memory_order_relaxed); }
+
+ private:
+  static constexpr std::uint32_t kIndexMask = 0xffff, kOpen = 0, kWon = 1u << 16, kCancelled = 2u << 16,
+                                 kStateMask = 3u << 16, kParked = 1u << 20;
+  shim::atomic<std::uint32_t> word_{kOpen};
+};
+
+/// A waiter that can be one case of a select (a primitive whose waiters can
+/// be select cases derives its waiters from this). Plain until
+/// enter_select().
+class SelectCase : public Waiter {
+ public:
+  explicit SelectCase(SpinLock& lock) noexcept : Waiter(lock) {}
+  /// Makes this waiter case `index` of the select that owns `claim`.
+  void enter_select(SelectClaim& claim, std::uint32_t index) noexcept {
+    claim_ = &claim;
+    index_ = index;
+    in_select = true;
+  }
+  SelectClaim* claim() const noexcept { return claim_; }
+  /// A waker's claim (under the primitive's lock): the select is parked, so
+  /// a won case is always woken.
+  bool win() noexcept {
+    bool wake = false;
+    return claim_->try_win(index_, wake);
+  }
+
+ protected:
+  ~SelectCase() = default;
+
+ private:
+  SelectClaim* claim_ = nullptr;
+  std::uint32_t index_ = 0;
+};
+
+/// Whether a waker may complete `w`, a linked waiter, now (under its
+/// primitive's lock): a plain waiter always; a select's case if it wins its
+/// select. False: that select finished another way, the case is dead, and
+/// the waker unlinks it and looks at the next.
+inline bool claim_waiter(Waiter* w) noexcept { return !w->in_select || static_cast<SelectCase*>(w)->win(); }
+
+/// The first waiter in `l` that a waker may complete, claimed (still
+/// linked). Dead select cases met on the way are unlinked, each passed to
+/// `drop` for the primitive's bookkeeping.
+template <class Drop>
+Waiter* claim_front(WaitList& l, Drop&& drop) noexcept {
+  while (Waiter* w = l.front()) {
+    if (claim_waiter(w)) return w;
+    w->unlink_locked();
+    drop(w);
+  }
+  return nullptr;
+}
+inline Waiter* claim_front(WaitList& l) noexcept {
+  return claim_front(l, [](Waiter*) noexcept {});
+}
+
+/// Waiters claimed under a lock, woken (the last claimed first) once it is
+/// released: never disarm under a lock that cancel_wait takes.
+class WakeList {
+ public:
+  WakeList() noexcept = default;
+  WakeList(const WakeList&) = delete;
+  WakeList& operator=(const WakeList&) = delete;
 
   /// Wakes `w` once the lock is released. `w` must be unlinked already.
   void wake(Waiter* w) noexcept {
@@ -127,10 +224,67 @@ class WaitSection {
     woken_ = w;
   }
 
+ protected:
+  ~WakeList() {
+    for (Waiter* w = woken_; w != nullptr;) {
+      Waiter* next = w->wake_next();  // w may be gone once woken
+      if (w->by_thread) {
+        w->thread->notify();
+      } else {
+        TaskRecord* f = w->record;
+        disarm_wait(f, w->in_select ? static_cast<WaitHook*>(static_cast<SelectCase*>(w)->claim())
+                                    : static_cast<WaitHook*>(w));
+        schedule(f);
+      }
+      w = next;
+    }
+  }
+
  private:
-  SpinLock& lock_;
   Waiter* woken_ = nullptr;
 };
+
+/// A primitive's lock held for one step: released on every way out (a
+/// throwing move of a user's value included), then every waiter the step
+/// claimed is woken.
+class WaitSection : public WakeList {
+ public:
+  explicit WaitSection(SpinLock& lock) noexcept : lock_(lock) { lock_.lock(); }
+  ~WaitSection() { lock_.unlock(); }
+
+ private:
+  SpinLock& lock_;
+};
+
+/// Several primitives' locks held at once (a select's): taken in address
+/// order, each once, so two selects over the same primitives cannot
+/// deadlock; released together, then the claimed waiters are woken.
+class MultiSection : public WakeList {
+ public:
+  static constexpr std::size_t kMax = 64;
+  /// `locks` may repeat; at most kMax.
+  MultiSection(SpinLock* const* locks, std::size_t n) noexcept;
+  ~MultiSection() {
+    for (std::size_t i = n_; i > 0; --i) locks_[i - 1]->unlock();
+  }
+
+ private:
+  SpinLock* locks_[kMax];
+  std::size_t n_ = 0;
+};
+
+inline MultiSection::MultiSection(SpinLock* const* locks, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {  // insertion sort, without duplicates: n is small
+    SpinLock* l = locks[i];
+    std::size_t j = n_;
+    while (j > 0 && locks_[j - 1] > l) --j;
+    if (j > 0 && locks_[j - 1] == l) continue;
+    for (std::size_t k = n_; k > j; --k) locks_[k] = locks_[k - 1];
+    locks_[j] = l;
+    ++n_;
+  }
+  for (std::size_t i = 0; i < n_; ++i) locks_[i]->lock();
+}
 
 enum class WaitStep : std::uint8_t { done, cancelled, suspended };
 

@@ -15,7 +15,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "shoal/detail/event.hpp"
+#include "shoal/sync/event.hpp"
 #include "shoal/net/stream.hpp"
 #include "shoal/scope/scope.hpp"
 #include "shoal/scope/task_set.hpp"
@@ -31,14 +31,14 @@ class ShutdownSignal {
   bool triggered() { return ev_.is_set(); }
   /// Waits until triggered.
   /// Checkpoint: yes (cancellation is checked first); once triggered it
-  ///   returns at once, without a budget yield.
+  ///   returns at once (yielding once per budget).
   /// Cancellation: nothing changes.
   /// Thread-safety: from a task (`trigger` from any thread or task).
   /// Throws: Cancelled.
   auto wait() noexcept { return ev_.wait(); }
 
  private:
-  detail::Event ev_;
+  Event ev_;
 };
 
 struct ServeOptions {

@@ -126,7 +126,10 @@ Task<std::vector<detail::Value<T>>> parallel(std::vector<Task<T>> tasks) {
 
 /// Runs every task concurrently; the first to settle (value or fault) wins,
 /// the others are cancelled and awaited before race returns (a loser's late
-/// value is destroyed). Same result types give that type (or void);
+/// value is destroyed). So racing operations that take values loses values:
+/// in `race(a.recv(), b.recv())` a loser may already have taken a value when
+/// it is cancelled, and that value is dropped. To wait on several channels,
+/// use `select` (channel/select.hpp): it completes exactly one operation. Same result types give that type (or void);
 /// different ones a std::variant indexed by argument position (void is
 /// std::monostate).
 /// Checkpoint: yes (as a scope: in a cancelled context no task starts).

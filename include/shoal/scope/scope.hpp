@@ -16,7 +16,7 @@
 #include <utility>
 
 #include "shoal/detail/child_group.hpp"
-#include "shoal/detail/event.hpp"
+#include "shoal/sync/event.hpp"
 #include "shoal/detail/task_record.hpp"
 #include "shoal/runtime/errors.hpp"
 #include "shoal/runtime/task.hpp"
@@ -348,6 +348,19 @@ class JoinHandle {
   JoinHandle(const JoinHandle&) = delete;
   JoinHandle& operator=(const JoinHandle&) = delete;
   ~JoinHandle() = default;  // the scope frees an undelivered result
+
+  /// Cancels this one child: it stops at its next checkpoint, and awaiting
+  /// the handle then throws ChildCancelled (Cancelled if the awaiter is
+  /// cancelled too). Its siblings, the scope and the body go on; the scope
+  /// does not count it as cut off. A child that completed first keeps its
+  /// result. Idempotent; never waits; does nothing once the result was
+  /// delivered. Any task or thread, while the scope runs.
+  void cancel() noexcept {
+    if (h_) scope_->node_.cancel_one(h_.promise().record_);
+  }
+
+  /// True until the result was delivered (or the handle was moved from).
+  bool valid() const noexcept { return static_cast<bool>(h_); }
 
   /// True once the child finished (value or fault).
   bool done() const noexcept {

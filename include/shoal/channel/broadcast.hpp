@@ -1,0 +1,270 @@
+// Broadcast<T>: every receiver sees every value, in order (a chat room, an
+// event feed, cache invalidations). Bounded: a sender never waits; a
+// receiver that falls more than the capacity behind is told how many values
+// it missed and goes on from the oldest one kept (Tokio's broadcast).
+//
+//   shoal::Broadcast<std::string> room(256);
+//   auto rx = room.subscribe();
+//   for (;;) {
+//     auto r = co_await rx.recv();
+//     if (r.lagged()) { warn(r.missed()); continue; }
+//     if (r.closed()) break;
+//     deliver(*r);
+//   }
+#pragma once
+
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "shoal/detail/task_record.hpp"
+#include "shoal/detail/thread_wake.hpp"
+#include "shoal/detail/wait_queue.hpp"
+#include "shoal/runtime/errors.hpp"
+
+namespace shoal {
+
+/// What Broadcast<T>::Receiver::recv gives: the next value, or why there is
+/// none: the receiver lagged (values were overwritten before it read them;
+/// the next recv goes on from the oldest kept) or the broadcast is closed
+/// and this receiver has read everything.
+template <class T>
+class BroadcastResult {
+ public:
+  bool has_value() const noexcept { return value_.has_value(); }
+  explicit operator bool() const noexcept { return has_value(); }
+  T& operator*() & noexcept { return *value_; }
+  T&& operator*() && noexcept { return std::move(*value_); }
+  T* operator->() noexcept { return &*value_; }
+  /// The value; std::logic_error if there is none.
+  T& value() & {
+    if (!value_) throw std::logic_error(lagged() ? "shoal::BroadcastResult: no value: the receiver lagged"
+                                                 : "shoal::BroadcastResult: no value: the broadcast is closed");
+    return *value_;
+  }
+  bool lagged() const noexcept { return missed_ != 0; }
+  /// How many values this receiver missed (0 unless lagged()).
+  std::uint64_t missed() const noexcept { return missed_; }
+  bool closed() const noexcept { return !value_ && missed_ == 0; }
+
+ private:
+  template <class U>
+  friend class Broadcast;
+  std::optional<T> value_;
+  std::uint64_t missed_ = 0;
+};
+
+/// The buffer of the last `capacity` values, under one lock; receivers keep
+/// their own position, so a value is copied to each receiver, never taken.
+/// Owned by the code that sends; it must outlive its receivers (destroying
+/// it while one waits aborts with a message).
+/// Thread-safety: every member, any task or thread.
+template <class T>
+class Broadcast {
+  static_assert(std::is_copy_constructible_v<T>, "shoal::Broadcast<T>: T must be copyable (every receiver gets a copy)");
+
+ public:
+  /// Throws std::invalid_argument for a capacity of 0; std::bad_alloc.
+  explicit Broadcast(std::size_t capacity) : ring_(check(capacity)) {}
+  Broadcast(const Broadcast&) = delete;
+  Broadcast& operator=(const Broadcast&) = delete;
+  ~Broadcast() {
+    if (!waiters_.empty()) {
+      std::fprintf(stderr, "shoal: Broadcast at %p destroyed while tasks wait on it\n", static_cast<void*>(this));
+      std::abort();
+    }
+  }
+
+  std::size_t capacity() const noexcept { return ring_.size(); }
+
+  /// Appends `v` for every receiver and wakes the waiting ones. Never
+  /// waits: when the buffer is full the oldest value is dropped, and
+  /// receivers that had not read it lag. Returns how many receivers are
+  /// subscribed (with none, `v` is dropped at once). After close(): 0, and
+  /// `v` is dropped.
+  /// Throws: what T's move assignment throws (nothing is appended).
+  std::size_t send(T v) {
+    detail::WaitSection sec(lock_);
+    if (closed_ || receivers_ == 0) return 0;
+    ring_[tail_ % ring_.size()] = std::move(v);
+    ++tail_;
+    while (detail::Waiter* w = waiters_.pop_front()) sec.wake(w);
+    return receivers_;
+  }
+
+  /// No more values: receivers read what is buffered, then get closed().
+  /// Idempotent.
+  void close() noexcept {
+    detail::WaitSection sec(lock_);
+    closed_ = true;
+    while (detail::Waiter* w = waiters_.pop_front()) sec.wake(w);
+  }
+
+  std::size_t receiver_count() const noexcept {
+    detail::WaitSection sec(lock_);
+    return receivers_;
+  }
+
+  class Receiver;
+  /// A receiver that sees the values sent from now on. Receivers may join
+  /// and leave at any time.
+  Receiver subscribe() noexcept {
+    detail::WaitSection sec(lock_);
+    ++receivers_;
+    return Receiver(this, tail_);
+  }
+
+ private:
+  static std::size_t check(std::size_t capacity) {
+    if (capacity == 0) throw std::invalid_argument("shoal::Broadcast: the capacity must be at least 1");
+    return capacity;
+  }
+  // Under the lock: the receiver's next result, or false if it must wait.
+  bool take_locked(std::uint64_t& next, BroadcastResult<T>& out) {
+    if (next == tail_) {
+      if (!closed_) return false;
+      return true;  // closed: out stays empty
+    }
+    const std::uint64_t oldest = tail_ > ring_.size() ? tail_ - ring_.size() : 0;
+    if (next < oldest) {
+      out.missed_ = oldest - next;
+      next = oldest;
+      return true;
+    }
+    out.value_.emplace(*ring_[next % ring_.size()]);  // a copy: the others read it too
+    ++next;
+    return true;
+  }
+
+  mutable detail::SpinLock lock_;
+  detail::WaitList waiters_;
+  std::vector<std::optional<T>> ring_;
+  std::uint64_t tail_ = 0;  // values ever sent
+  std::size_t receivers_ = 0;
+  bool closed_ = false;
+};
+
+/// One reader's position in a Broadcast. Move-only; leaving (destroying it)
+/// is always fine. Thread-safety: one task or thread at a time.
+template <class T>
+class Broadcast<T>::Receiver {
+ public:
+  Receiver(Receiver&& o) noexcept : b_(std::exchange(o.b_, nullptr)), next_(o.next_) {}
+  Receiver& operator=(Receiver&& o) noexcept {
+    if (this != &o) {
+      leave();
+      b_ = std::exchange(o.b_, nullptr);
+      next_ = o.next_;
+    }
+    return *this;
+  }
+  Receiver(const Receiver&) = delete;
+  Receiver& operator=(const Receiver&) = delete;
+  ~Receiver() { leave(); }
+
+  class Awaiter final : public detail::Waiter {
+   public:
+    explicit Awaiter(Receiver* r) noexcept : Waiter(r->b_->lock_), r_(r) {}
+    bool await_ready() const noexcept { return false; }
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) {
+      detail::TaskRecord* f = detail::record_of(h);
+      if (f == nullptr) throw std::logic_error("shoal::Broadcast::Receiver::recv awaited outside a shoal task");
+      if (f->cancelled()) {
+        cancelled = true;
+        return false;
+      }
+      Broadcast& b = *r_->b_;
+      const detail::WaitStep step = detail::wait_step(*this, f, h, b.lock_, b.waiters_, [this, &b](detail::WaitSection&) {
+        return b.take_locked(r_->next_, out_);
+      });
+      if (step == detail::WaitStep::suspended) return true;  // nothing may touch *this from here on
+      cancelled = step == detail::WaitStep::cancelled;
+      if (cancelled || !detail::consume_budget(f)) return false;
+      detail::yield_from(f, h, this);  // read without waiting: a schedule point once per budget
+      return true;
+    }
+    BroadcastResult<T> await_resume() {
+      if (cancelled) throw Cancelled{};
+      if (!out_.has_value() && !out_.lagged()) {
+        // Woken by a send or close: the position only moves forward, so
+        // something is there now (a value, a lag, or the end).
+        Broadcast& b = *r_->b_;
+        detail::WaitSection sec(b.lock_);
+        (void)b.take_locked(r_->next_, out_);
+      }
+      return std::move(out_);
+    }
+
+   private:
+    Receiver* r_;
+    BroadcastResult<T> out_;
+  };
+
+  /// The next value (a copy), or the lag, or the end.
+  /// Checkpoint: yes; a recv that need not wait yields once per budget (the
+  ///   value is kept even if cancelled then).
+  /// Cancellation: nothing was read: the position is where it was.
+  /// Thread-safety: the task that owns the receiver; plain threads use recv_blocking.
+  /// Throws: Cancelled; what T's copy throws (the position stays);
+  ///   std::logic_error outside a shoal task or on a moved-from receiver.
+  [[nodiscard]] Awaiter recv() {
+    if (b_ == nullptr) throw std::logic_error("shoal::Broadcast::Receiver::recv: moved from");
+    return Awaiter(this);
+  }
+
+  /// Never waits: the result recv would give, or nullopt when nothing new is
+  /// there yet (and the broadcast is open).
+  std::optional<BroadcastResult<T>> try_recv() {
+    if (b_ == nullptr) throw std::logic_error("shoal::Broadcast::Receiver::try_recv: moved from");
+    detail::WaitSection sec(b_->lock_);
+    BroadcastResult<T> out;
+    if (!b_->take_locked(next_, out)) return std::nullopt;
+    return out;
+  }
+
+  /// Blocks a plain thread until there is a result (as recv).
+  /// Checkpoint: not applicable. Cancellation: none.
+  /// Thread-safety: plain threads and spawn_blocking functions, not a worker.
+  BroadcastResult<T> recv_blocking() {
+    if (b_ == nullptr) throw std::logic_error("shoal::Broadcast::Receiver::recv_blocking: moved from");
+    if (detail::on_worker_thread()) {
+      throw std::logic_error("shoal::Broadcast::Receiver::recv_blocking: called on a runtime worker (use co_await)");
+    }
+    struct ThreadWaiter final : detail::Waiter {
+      using Waiter::Waiter;
+    } w(b_->lock_);
+    detail::ThreadWake wake;
+    BroadcastResult<T> out;
+    if (detail::wait_step_thread(w, wake, b_->lock_, b_->waiters_, [&](detail::WaitSection&) {
+          return b_->take_locked(next_, out);
+        }) == detail::WaitStep::suspended) {
+      wake.wait();
+      detail::WaitSection sec(b_->lock_);
+      (void)b_->take_locked(next_, out);
+    }
+    return out;
+  }
+
+ private:
+  friend class Broadcast;
+  Receiver(Broadcast* b, std::uint64_t next) noexcept : b_(b), next_(next) {}
+  void leave() noexcept {
+    if (b_ == nullptr) return;
+    detail::WaitSection sec(b_->lock_);
+    --b_->receivers_;
+    b_ = nullptr;
+  }
+  Broadcast* b_;
+  std::uint64_t next_;
+};
+
+}  // namespace shoal

@@ -1,0 +1,224 @@
+// Oneshot<T>: one value from a sender to a receiver (a result handed back
+// from another task or thread, a reply to a request).
+//
+//   auto [tx, rx] = shoal::oneshot<int>();
+//   s.spawn([tx = std::move(tx)]() mutable -> Task<void> { tx.send(42); co_return; });
+//   int v = co_await rx.recv();
+#pragma once
+
+#include <coroutine>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "shoal/detail/task_record.hpp"
+#include "shoal/detail/thread_wake.hpp"
+#include "shoal/detail/wait_queue.hpp"
+#include "shoal/runtime/errors.hpp"
+
+namespace shoal {
+
+/// The oneshot's sender was destroyed without sending a value.
+class SenderDropped : public std::runtime_error {
+ public:
+  SenderDropped() : std::runtime_error("shoal: the oneshot's sender was destroyed without sending a value") {}
+};
+
+template <class T>
+class OneshotSender;
+template <class T>
+class OneshotReceiver;
+template <class T>
+std::pair<OneshotSender<T>, OneshotReceiver<T>> oneshot();
+
+namespace detail {
+
+// Shared by the two ends; freed by the last one to go. The value moves only
+// under the lock, and the receiver's wait is on the one wait queue.
+template <class T>
+struct OneshotState {
+  SpinLock lock;
+  WaitList waiters;  // the receiver, while it waits
+  std::optional<T> value;
+  bool sender_gone = false;
+  bool received = false;
+  shim::atomic<int> refs{2};
+
+  void release() noexcept {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+  bool ready_locked() const noexcept { return value.has_value() || sender_gone || received; }
+  /// Under the lock, once ready: the value, or why there is none.
+  T take_locked() {
+    if (received) throw std::logic_error("shoal::OneshotReceiver: the value was already received");
+    if (!value) throw SenderDropped();
+    T v = std::move(*value);  // if this throws, the value stays for a retry
+    value.reset();
+    received = true;
+    return v;
+  }
+};
+
+}  // namespace detail
+
+/// The sending end: sends at most one value. Move-only.
+/// Thread-safety: one task or thread at a time.
+template <class T>
+class OneshotSender {
+ public:
+  OneshotSender(OneshotSender&& o) noexcept : st_(std::exchange(o.st_, nullptr)) {}
+  OneshotSender& operator=(OneshotSender&& o) noexcept {
+    if (this != &o) {
+      drop();
+      st_ = std::exchange(o.st_, nullptr);
+    }
+    return *this;
+  }
+  OneshotSender(const OneshotSender&) = delete;
+  OneshotSender& operator=(const OneshotSender&) = delete;
+  /// Destroyed without sending: the receiver gets SenderDropped.
+  ~OneshotSender() { drop(); }
+
+  /// Sends `v` and wakes the receiver. Never waits. Returns false if the
+  /// receiver is already gone (then `v` is destroyed: nobody can take it).
+  /// Throws: std::logic_error on a second send or a moved-from sender;
+  ///   what T's move throws (then nothing was sent and the sender can retry).
+  bool send(T v) {
+    if (st_ == nullptr) throw std::logic_error("shoal::OneshotSender::send: already sent, or moved from");
+    {
+      detail::WaitSection sec(st_->lock);
+      st_->value.emplace(std::move(v));
+      if (detail::Waiter* w = st_->waiters.pop_front()) sec.wake(w);
+    }
+    const bool received = st_->refs.load(std::memory_order_acquire) == 2;
+    std::exchange(st_, nullptr)->release();
+    return received;
+  }
+
+ private:
+  friend std::pair<OneshotSender<T>, OneshotReceiver<T>> oneshot<T>();
+  explicit OneshotSender(detail::OneshotState<T>* st) noexcept : st_(st) {}
+  void drop() noexcept {
+    if (st_ == nullptr) return;
+    {
+      detail::WaitSection sec(st_->lock);
+      st_->sender_gone = true;
+      if (detail::Waiter* w = st_->waiters.pop_front()) sec.wake(w);
+    }
+    std::exchange(st_, nullptr)->release();
+  }
+  detail::OneshotState<T>* st_;
+};
+
+/// The receiving end: receives the one value. Move-only.
+/// Thread-safety: one task or thread at a time.
+template <class T>
+class OneshotReceiver {
+ public:
+  OneshotReceiver(OneshotReceiver&& o) noexcept : st_(std::exchange(o.st_, nullptr)) {}
+  OneshotReceiver& operator=(OneshotReceiver&& o) noexcept {
+    if (this != &o) {
+      if (st_ != nullptr) st_->release();
+      st_ = std::exchange(o.st_, nullptr);
+    }
+    return *this;
+  }
+  OneshotReceiver(const OneshotReceiver&) = delete;
+  OneshotReceiver& operator=(const OneshotReceiver&) = delete;
+  /// A value sent but never received is destroyed with the last end.
+  ~OneshotReceiver() {
+    if (st_ != nullptr) st_->release();
+  }
+
+  class Awaiter final : public detail::Waiter {
+   public:
+    explicit Awaiter(detail::OneshotState<T>* st) noexcept : Waiter(st->lock), st_(st) {}
+    bool await_ready() const noexcept { return false; }
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) {
+      detail::TaskRecord* f = detail::record_of(h);
+      if (f == nullptr) throw std::logic_error("shoal::OneshotReceiver::recv awaited outside a shoal task");
+      if (f->cancelled()) {
+        cancelled = true;
+        return false;
+      }
+      const detail::WaitStep step = detail::wait_step(*this, f, h, st_->lock, st_->waiters,
+                                                      [this](detail::WaitSection&) { return st_->ready_locked(); });
+      if (step == detail::WaitStep::suspended) return true;  // nothing may touch *this from here on
+      cancelled = step == detail::WaitStep::cancelled;
+      return false;
+    }
+    T await_resume() {
+      if (cancelled) throw Cancelled{};
+      detail::WaitSection sec(st_->lock);  // pairs with the sender's unlock
+      return st_->take_locked();
+    }
+
+   private:
+    detail::OneshotState<T>* st_;
+  };
+
+  /// Waits for the value.
+  /// Checkpoint: yes (a cancelled task throws even if the value is there).
+  /// Cancellation: the value, if any, stays for a later recv.
+  /// Thread-safety: the task that owns the receiver.
+  /// Throws: Cancelled; SenderDropped (the sender went without sending);
+  ///   std::logic_error once the value was received, on a moved-from
+  ///   receiver, or outside a shoal task.
+  [[nodiscard]] Awaiter recv() {
+    check("recv");
+    return Awaiter(st_);
+  }
+
+  /// Never waits: the value if it was sent (and not yet received), else
+  /// nullopt. Throws SenderDropped once the sender went without sending.
+  std::optional<T> try_recv() {
+    check("try_recv");
+    detail::WaitSection sec(st_->lock);
+    if (!st_->ready_locked()) return std::nullopt;
+    return st_->take_locked();
+  }
+
+  /// Blocks a plain thread until the value comes.
+  /// Checkpoint: not applicable. Cancellation: none.
+  /// Thread-safety: plain threads and spawn_blocking functions, not a worker.
+  /// Throws: SenderDropped; std::logic_error (as recv, and on a worker).
+  T recv_blocking() {
+    check("recv_blocking");
+    if (detail::on_worker_thread()) {
+      throw std::logic_error("shoal::OneshotReceiver::recv_blocking: called on a runtime worker (use co_await)");
+    }
+    struct ThreadWaiter final : detail::Waiter {
+      using Waiter::Waiter;
+    } w(st_->lock);
+    detail::ThreadWake wake;
+    if (detail::wait_step_thread(w, wake, st_->lock, st_->waiters, [this](detail::WaitSection&) {
+          return st_->ready_locked();
+        }) == detail::WaitStep::suspended) {
+      wake.wait();
+    }
+    detail::WaitSection sec(st_->lock);
+    return st_->take_locked();
+  }
+
+ private:
+  friend std::pair<OneshotSender<T>, OneshotReceiver<T>> oneshot<T>();
+  explicit OneshotReceiver(detail::OneshotState<T>* st) noexcept : st_(st) {}
+  void check(const char* what) const {
+    if (st_ == nullptr) throw std::logic_error(std::string("shoal::OneshotReceiver::") + what + ": moved from");
+  }
+  detail::OneshotState<T>* st_;
+};
+
+/// A new oneshot: the two ends, sender first. One allocation.
+/// Throws: std::bad_alloc.
+template <class T>
+std::pair<OneshotSender<T>, OneshotReceiver<T>> oneshot() {
+  static_assert(std::is_move_constructible_v<T>, "shoal::oneshot<T>: T must be move-constructible");
+  auto* st = new detail::OneshotState<T>();
+  return {OneshotSender<T>(st), OneshotReceiver<T>(st)};
+}
+
+}  // namespace shoal

@@ -1,0 +1,87 @@
+// BufferedReader: delimited records, lines and exact sizes from a Stream
+// (a socket or a pipe), with memory bounded by the limit each call gives.
+//
+//   shoal::net::BufferedReader in(conn);
+//   while (auto line = co_await in.next_line(8192)) handle(*line);   // a string_view, no copy
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "shoal/net/stream.hpp"
+#include "shoal/runtime/task.hpp"
+
+namespace shoal::net {
+
+/// A record was longer than the limit its call allowed. The bytes read for
+/// it are dropped, so the stream is mid-record: end the conversation.
+class LineTooLong : public std::runtime_error {
+ public:
+  explicit LineTooLong(const std::string& what) : std::runtime_error(what) {}
+};
+
+/// Reads a Stream through a buffer. Between calls it holds only the bytes
+/// it read ahead, and while it waits with nothing read ahead it holds no
+/// buffer at all (an idle connection stays small). The Stream must outlive
+/// it; do not read the Stream directly while it holds read-ahead bytes.
+/// Every call is a checkpoint (its reads are), has the Stream's read
+/// contract (idle limits, errors), and one task reads at a time.
+class BufferedReader {
+ public:
+  /// `chunk`: how much one read asks the stream for (at least 64).
+  explicit BufferedReader(Stream& stream, std::size_t chunk = 4096) noexcept
+      : stream_(&stream), chunk_(chunk < 64 ? 64 : chunk) {}
+  BufferedReader(const BufferedReader&) = delete;
+  BufferedReader& operator=(const BufferedReader&) = delete;
+
+  /// The bytes up to and including the next `delim`; at the end of the
+  /// stream, the bytes left without one; nullopt when nothing is left.
+  /// Cancellation: the bytes read so far stay buffered for the next call.
+  /// Throws: LineTooLong (no `delim` within `limit` bytes); as Stream::read_some.
+  Task<std::optional<std::string>> read_until(char delim, std::size_t limit);
+
+  /// The next line without its "\n" (or "\r\n"); at the end of the stream
+  /// the last unterminated line; nullopt when nothing is left.
+  /// Cancellation, Throws: as read_until (`limit` counts the line ending).
+  Task<std::optional<std::string>> read_line(std::size_t limit);
+
+  /// As read_line, without a copy: the view points into the buffer and is
+  /// valid until the next call on this reader. The idiom for a lines loop:
+  /// `while (auto line = co_await in.next_line(limit))`.
+  Task<std::optional<std::string_view>> next_line(std::size_t limit);
+
+  /// Up to `buf.size()` bytes: read-ahead bytes first, else one read of the
+  /// stream. 0 at the end of the stream (or for an empty `buf`).
+  /// Cancellation: nothing was taken. Throws: as Stream::read_some.
+  Task<std::size_t> read_some(std::span<std::byte> buf);
+
+  /// Fills `buf`. Throws EndOfStream if the stream ends first (the bytes
+  /// that came are consumed); as Stream::read_some.
+  Task<void> read_exact(std::span<std::byte> buf);
+
+  /// The bytes read ahead and not yet taken.
+  std::string_view buffered() const noexcept { return std::string_view(buf_).substr(start_); }
+
+ private:
+  // Finds `delim` in the read-ahead, reading more as needed: the length of
+  // the record (with its delimiter), or of the rest at the end of the
+  // stream, or nullopt when nothing is left.
+  Task<std::optional<std::size_t>> scan(char delim, std::size_t limit);
+  // One read of the stream into the buffer's tail (waiting for readiness
+  // first when nothing is buffered, with no buffer held). False at the end.
+  Task<bool> fill();
+  std::string_view take(std::size_t n) noexcept;
+
+  Stream* stream_;
+  std::size_t chunk_;
+  std::string buf_;
+  std::size_t start_ = 0;    // consumed prefix of buf_
+  std::size_t scanned_ = 0;  // bytes after start_ already searched for the delimiter
+  bool eof_ = false;
+};
+
+}  // namespace shoal::net

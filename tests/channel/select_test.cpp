@@ -1,0 +1,291 @@
+// select: exactly one case completes, the others leave their primitives as
+// they were; fairness; deadlines; cancellation; a lossless stress under
+// random cancellation.
+#include <atomic>
+#include <memory>
+#include <random>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "shoal/channel/select.hpp"
+#include "support/test_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using shoal::Channel;
+using shoal::Scope;
+using shoal::Task;
+
+SHOAL_TEST_SUITE(SelectTest);
+
+// Capacities: 0 and 1 use the channel's locked hand-off, 16 its lock-free ring.
+const std::size_t kCapacities[] = {0, 1, 16};
+
+SHOAL_TEST(SelectTest, ReceivesFromTheChannelThatHasAValue) {
+  for (std::size_t cap : {std::size_t{1}, std::size_t{16}}) {
+    Channel<int> a(cap), b(cap);
+    EXPECT_EQ(b.try_send(7), shoal::SendStatus::sent);
+    auto r = co_await shoal::select(shoal::on_recv(a), shoal::on_recv(b));
+    EXPECT_EQ(r.index(), 1u);
+    EXPECT_EQ(std::get<1>(r), std::optional<int>(7));
+    EXPECT_EQ(a.try_recv(), std::nullopt) << "the losing case took something";
+  }
+}
+
+SHOAL_TEST(SelectTest, AWaitingSelectIsCompletedByALaterSendOnAnyOfItsChannels) {
+  for (std::size_t cap : kCapacities) {
+    Channel<std::string> a(cap), b(cap), c(cap);
+    std::size_t index = 99;
+    std::string got;
+    co_await shoal::scope([&](Scope& s) -> Task<void> {
+      s.spawn([&]() -> Task<void> {
+        auto r = co_await shoal::select(shoal::on_recv(a), shoal::on_recv(b), shoal::on_recv(c));
+        index = r.index();
+        got = *std::get<1>(std::move(r));
+      });
+      co_await b.send("hello");
+    });
+    EXPECT_EQ(index, 1u) << "capacity " << cap;
+    EXPECT_EQ(got, "hello");
+    EXPECT_EQ(a.try_recv(), std::nullopt);
+    EXPECT_EQ(c.try_recv(), std::nullopt);
+  }
+}
+
+SHOAL_TEST(SelectTest, ASendCaseMeetsAWaitingReceiver) {
+  for (std::size_t cap : kCapacities) {
+    Channel<std::unique_ptr<int>> out(cap), never(cap);
+    std::unique_ptr<int> got;
+    co_await shoal::scope([&](Scope& s) -> Task<void> {
+      s.spawn([&]() -> Task<void> { got = *co_await out.recv(); });
+      auto v = std::make_unique<int>(42);
+      auto r = co_await shoal::select(shoal::on_recv(never), shoal::on_send(out, v));
+      EXPECT_EQ(r.index(), 1u);
+      EXPECT_EQ(v, nullptr) << "a sent value is moved from";
+    });
+    EXPECT_NE(got, nullptr) << "capacity " << cap;
+    if (got) {
+      EXPECT_EQ(*got, 42);
+    }
+  }
+}
+
+SHOAL_TEST(SelectTest, ASendCaseThatLosesKeepsItsValue) {
+  Channel<std::unique_ptr<int>> full(1);
+  Channel<int> ready(1);
+  EXPECT_EQ(full.try_send(std::make_unique<int>(1)), shoal::SendStatus::sent);
+  EXPECT_EQ(ready.try_send(5), shoal::SendStatus::sent);
+  auto mine = std::make_unique<int>(2);
+  int* raw = mine.get();
+  auto r = co_await shoal::select(shoal::on_send(full, mine), shoal::on_recv(ready));
+  EXPECT_EQ(r.index(), 1u);
+  EXPECT_EQ(mine.get(), raw) << "the send case that lost gave its value away";
+  EXPECT_EQ(**full.try_recv(), 1);
+  EXPECT_EQ(full.try_recv(), std::nullopt) << "the losing send case enqueued its value";
+}
+
+SHOAL_TEST(SelectTest, TwoSelectsOnOneRendezvousChannelMeet) {
+  Channel<int> link(0), idle_a(0), idle_b(0);
+  int received = 0;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      auto r = co_await shoal::select(shoal::on_recv(idle_a), shoal::on_recv(link));
+      EXPECT_EQ(r.index(), 1u);
+      received = *std::get<1>(r);
+    });
+    int v = 9;
+    auto r = co_await shoal::select(shoal::on_recv(idle_b), shoal::on_send(link, v));
+    EXPECT_EQ(r.index(), 1u);
+  });
+  EXPECT_EQ(received, 9);
+}
+
+SHOAL_TEST(SelectTest, ASelectNeverMatchesItsOwnSendWithItsOwnReceive) {
+  Channel<int> ch(0);
+  int v = 3;
+  auto r = co_await shoal::select(shoal::on_send(ch, v), shoal::on_recv(ch), shoal::on_timeout(5ms));
+  EXPECT_EQ(r.index(), 2u) << "a select completed two cases against itself";
+  EXPECT_EQ(v, 3);
+}
+
+SHOAL_TEST(SelectTest, TheDeadlineCaseCompletesWhenNothingElseDoes) {
+  Channel<int> ch(4);
+  shoal::Notify n;
+  const auto t0 = shoal::now();
+  auto r = co_await shoal::select(shoal::on_recv(ch), shoal::on_notify(n), shoal::on_timeout(20ms));
+  EXPECT_EQ(r.index(), 2u);
+  EXPECT_GE(shoal::now() - t0, 20ms) << "the deadline fired early";
+  EXPECT_EQ(ch.try_send(1), shoal::SendStatus::sent);
+  n.notify_one();
+  // A deadline already passed is a ready case like any other.
+  auto r2 = co_await shoal::select(shoal::on_deadline(shoal::now() - 1s));
+  EXPECT_EQ(r2.index(), 0u);
+}
+
+SHOAL_TEST(SelectTest, ReadyCasesAreChosenFairly) {
+  Channel<int> a(4), b(4);
+  int wins[2] = {0, 0};
+  const int rounds = 10'000;
+  for (int i = 0; i < rounds; ++i) {
+    (void)a.try_send(1);
+    (void)b.try_send(2);
+    auto r = co_await shoal::select(shoal::on_recv(a), shoal::on_recv(b));
+    ++wins[r.index()];
+    // Put the winner's channel back to one value, the loser's stays at one.
+    if (r.index() == 0) {
+      (void)b.try_recv();
+    } else {
+      (void)a.try_recv();
+    }
+  }
+  EXPECT_GE(wins[0], rounds / 3) << "case 0 won " << wins[0] << " of " << rounds;
+  EXPECT_GE(wins[1], rounds / 3) << "case 1 won " << wins[1] << " of " << rounds;
+}
+
+SHOAL_TEST(SelectTest, ARecvCaseOnAClosedChannelYieldsNullopt) {
+  Channel<int> open(1), closed(1);
+  closed.close();
+  auto r = co_await shoal::select(shoal::on_recv(open), shoal::on_recv(closed));
+  EXPECT_EQ(r.index(), 1u);
+  EXPECT_EQ(std::get<1>(r), std::nullopt);
+}
+
+SHOAL_TEST(SelectTest, ASendCaseOnAClosedChannelThrowsAndKeepsTheValue) {
+  for (std::size_t cap : kCapacities) {
+    Channel<std::unique_ptr<int>> ch(cap), idle(cap);
+    for (std::size_t i = 0; i < cap; ++i) (void)ch.try_send(std::make_unique<int>(0));  // full: the case waits
+    auto v = std::make_unique<int>(1);
+    co_await shoal::scope([&](Scope& s) -> Task<void> {
+      s.spawn([&]() -> Task<void> {
+        EXPECT_THROW((void)co_await shoal::select(shoal::on_recv(idle), shoal::on_send(ch, v)), shoal::ChannelClosed);
+      });
+      co_await shoal::checkpoint();
+      ch.close();
+    });
+    EXPECT_NE(v, nullptr) << "capacity " << cap;
+  }
+}
+
+SHOAL_TEST(SelectTest, EventAndNotifyCasesComplete) {
+  shoal::Event ev;
+  shoal::Notify n;
+  Channel<int> idle(1);
+  n.notify_one();  // before the wait: kept as a permit
+  auto r = co_await shoal::select(shoal::on_recv(idle), shoal::on_notify(n));
+  EXPECT_EQ(r.index(), 1u);
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      auto r2 = co_await shoal::select(shoal::on_notify(n), shoal::on_event(ev));
+      EXPECT_EQ(r2.index(), 1u);
+    });
+    co_await shoal::checkpoint();
+    ev.set();
+  });
+  // The event stays set; the permit was taken by the first select.
+  auto r3 = co_await shoal::select(shoal::on_notify(n), shoal::on_event(ev));
+  EXPECT_EQ(r3.index(), 1u);
+}
+
+SHOAL_TEST(SelectTest, InACancelledScopeItThrowsWithoutTakingAnything) {
+  Channel<int> ch(1);
+  EXPECT_EQ(ch.try_send(1), shoal::SendStatus::sent);
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    s.cancel();
+    EXPECT_THROW((void)co_await shoal::select(shoal::on_recv(ch)), shoal::Cancelled);
+    co_return;
+  });
+  EXPECT_EQ(ch.try_recv(), std::optional<int>(1));
+}
+
+SHOAL_TEST(SelectTest, ACancelledWaitingSelectCompletedNoCase) {
+  for (std::size_t cap : kCapacities) {
+    Channel<int> in(cap), out(cap == 0 ? 0 : 1);
+    if (cap != 0) {
+      EXPECT_EQ(out.try_send(0), shoal::SendStatus::sent);  // full: the send case must wait
+    }
+    shoal::Event waiting;
+    bool cancelled = false;
+    int v = 5;
+    co_await shoal::scope([&](Scope& s) -> Task<void> {
+      s.spawn([&]() -> Task<void> {
+        try {
+          waiting.set();
+          (void)co_await shoal::select(shoal::on_recv(in), shoal::on_send(out, v), shoal::on_timeout(1h));
+        } catch (const shoal::Cancelled&) {
+          cancelled = true;
+          throw;
+        }
+      });
+      co_await waiting.wait();
+      co_await shoal::sleep_for(1ms);  // let it park (either way the outcome must hold)
+      s.cancel();
+    });
+    EXPECT_TRUE(cancelled) << "capacity " << cap;
+    EXPECT_EQ(v, 5) << "the cancelled select sent its value";
+    EXPECT_EQ(in.try_send(1), cap == 0 ? shoal::SendStatus::full : shoal::SendStatus::sent)
+        << "a receiver is still linked after the select was cancelled";
+  }
+}
+
+// The acceptance test: 4 producers on 4 channels, one consumer in a
+// select loop whose scope is cancelled at random and restarted; every
+// message is received exactly once.
+void select_stress(std::size_t workers, std::size_t cap, std::uint64_t seed) {
+  const long per = shoal::test::scaled(25'000, 2'000);
+  std::vector<std::atomic<std::uint8_t>> seen(static_cast<std::size_t>(per) * 4);
+  std::mt19937_64 rng(seed);
+  shoal::RuntimeOptions opts;
+  opts.workers = workers;
+  std::atomic<long> received{0};
+  long restarts = 0, cancelled_selects = 0;
+  shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
+    std::vector<std::unique_ptr<Channel<long>>> chans;
+    for (int i = 0; i < 4; ++i) chans.push_back(std::make_unique<Channel<long>>(cap));
+    for (int p = 0; p < 4; ++p) {
+      s.spawn([&, p]() -> Task<void> {
+        for (long i = 0; i < per; ++i) co_await chans[p]->send(p * per + i);
+      });
+    }
+    while (received < per * 4) {
+      const long budget = 1 + static_cast<long>(rng() % 40);  // cancel after this many checkpoints of the canceller
+      ++restarts;
+      co_await shoal::scope([&](Scope& inner) -> Task<void> {
+        inner.spawn([&]() -> Task<void> {
+          while (received < per * 4) {
+            std::variant<std::optional<long>, std::optional<long>, std::optional<long>, std::optional<long>> r;
+            try {
+              r = co_await shoal::select(shoal::on_recv(*chans[0]), shoal::on_recv(*chans[1]),
+                                         shoal::on_recv(*chans[2]), shoal::on_recv(*chans[3]));
+            } catch (const shoal::Cancelled&) {
+              ++cancelled_selects;
+              throw;
+            }
+            const long v = std::visit([](auto& o) { return *o; }, r);
+            if (seen[static_cast<std::size_t>(v)].fetch_add(1) != 0) ADD_FAILURE() << "value " << v << " received twice";
+            ++received;
+          }
+          inner.cancel();
+        });
+        for (long k = 0; k < budget && received < per * 4; ++k) co_await shoal::checkpoint();
+        inner.cancel();
+      });
+    }
+    co_return;
+  }), opts);
+  for (std::size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i].load(), 1) << "value " << i << " (seed " << seed << ")";
+  std::printf("workers %zu capacity %zu: %ld messages, %ld restarts, %ld selects cancelled\n", workers, cap,
+              received.load(), restarts, cancelled_selects);
+  EXPECT_GT(cancelled_selects, 0) << "no select was ever cancelled: the test did not test that";
+}
+
+TEST(SelectStress, FourProducersOneCancelledConsumerLoseNothing) {
+  shoal::test::Watchdog dog(std::chrono::seconds(300), "select stress");
+  const std::uint64_t seed = shoal::test::test_seed("SelectStress.FourProducersOneCancelledConsumerLoseNothing");
+  for (std::size_t workers : {1u, 4u}) {
+    for (std::size_t cap : {0u, 1u, 64u}) select_stress(workers, cap, seed + workers * 100 + cap);
+  }
+}
+
+}  // namespace

@@ -1,0 +1,112 @@
+// BufferedReader over a socket pair: lines split across reads, CRLF, the
+// limit (a clear error, bounded memory), delimiters, exact reads.
+#include <sys/socket.h>
+
+#include <string>
+#include <vector>
+
+#include "support/test_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using shoal::Scope;
+using shoal::Task;
+using shoal::net::BufferedReader;
+using shoal::net::Stream;
+
+SHOAL_TEST_SUITE(BufferedReaderTest);
+
+struct Pair {
+  Stream a, b;
+};
+Pair stream_pair() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) throw std::runtime_error("socketpair");
+  return {Stream(sv[0]), Stream(sv[1])};
+}
+
+// Writes the pieces with a yield between them, then closes.
+Task<void> write_pieces(Stream& out, std::vector<std::string> pieces) {
+  for (auto& p : pieces) {
+    co_await out.write_all(p);
+    co_await shoal::sleep_for(1ms);
+  }
+  out.close();
+}
+
+SHOAL_TEST(BufferedReaderTest, LinesSplitAcrossReadsComeOutWholeWithoutTheirEndings) {
+  auto [in, out] = stream_pair();
+  std::vector<std::string> lines;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn(write_pieces(out, {"al", "pha\r\nbe", "ta\n\ngam", "ma"}));
+    BufferedReader r(in, 64);
+    while (auto line = co_await r.next_line(100)) lines.emplace_back(*line);
+  });
+  EXPECT_EQ(lines, (std::vector<std::string>{"alpha", "beta", "", "gamma"}));
+}
+
+SHOAL_TEST(BufferedReaderTest, ALineOverTheLimitIsAClearErrorAndMemoryStaysBounded) {
+  auto [in, out] = stream_pair();
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      const std::string big(64 * 1024, 'x');
+      try {
+        co_await out.write_all(big);
+      } catch (const std::system_error&) {
+        // the reader may close first
+      }
+    });
+    BufferedReader r(in, 256);
+    try {
+      (void)co_await r.read_line(1000);
+      ADD_FAILURE() << "no error";
+    } catch (const shoal::net::LineTooLong& e) {
+      EXPECT_NE(std::string(e.what()).find("1000 bytes"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(r.buffered().size(), 1000u + 256u) << "the reader kept more than the limit";
+    in.close();
+  });
+}
+
+SHOAL_TEST(BufferedReaderTest, ReadUntilKeepsTheDelimiterAndReturnsTheRestAtTheEnd) {
+  auto [in, out] = stream_pair();
+  std::vector<std::string> records;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn(write_pieces(out, {"a;bb;", "c"}));
+    BufferedReader r(in);
+    while (auto rec = co_await r.read_until(';', 10)) records.push_back(*rec);
+  });
+  EXPECT_EQ(records, (std::vector<std::string>{"a;", "bb;", "c"}));
+}
+
+SHOAL_TEST(BufferedReaderTest, ReadExactTakesBufferedBytesFirstThenTheStream) {
+  auto [in, out] = stream_pair();
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn(write_pieces(out, {"head\n0123", "456789"}));
+    BufferedReader r(in);
+    EXPECT_EQ(co_await r.read_line(100), std::optional<std::string>("head"));
+    char body[10];
+    co_await r.read_exact(std::as_writable_bytes(std::span(body)));
+    EXPECT_EQ(std::string(body, 10), "0123456789");
+    std::byte more[1];
+    EXPECT_EQ(co_await r.read_some(more), 0u);
+  });
+}
+
+SHOAL_TEST(BufferedReaderTest, ReadExactPastTheEndSaysHowMuchCame) {
+  auto [in, out] = stream_pair();
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn(write_pieces(out, {"abc"}));
+    BufferedReader r(in);
+    char buf[8];
+    try {
+      co_await r.read_exact(std::as_writable_bytes(std::span(buf)));
+      ADD_FAILURE() << "no error";
+    } catch (const shoal::net::EndOfStream& e) {
+      EXPECT_NE(std::string(e.what()).find("3 of 8"), std::string::npos) << e.what();
+    }
+  });
+}
+
+}  // namespace
