@@ -7,7 +7,9 @@
 // recv, try_send, try_recv, close, is_closed, checkpoint, sleep_for(0), throw
 // a fault, cancel an enclosing scope, a nested scope, spawn a sibling, start a
 // sibling and await its JoinHandle, a deadline (with_timeout or
-// move_on_after; zero, tiny or long) and shielded.
+// move_on_after; zero, tiny or long), shielded, a select (a receive case on
+// each of two channels, possibly the same one, and a notification case) and
+// a notify_one of the run's Notify.
 //
 // The model. Each value sent is a fresh attempt id, so conservation (every
 // successful send received exactly once or drained at the end, a failed send
@@ -96,12 +98,14 @@ enum class OpKind : std::uint8_t {
   deadline,
   shielded,
   start_join,
+  select_recv,
+  notify,
 };
-constexpr int kOpKinds = 15;
+constexpr int kOpKinds = 17;
 constexpr const char* kOpNames[kOpKinds] = {"send",         "recv",        "try_send", "try_recv", "close",
                                             "is_closed",    "checkpoint",  "sleep_for(0)", "fault",
                                             "cancel_scope", "scope",       "spawn",    "deadline", "shielded",
-                                            "start+join"};
+                                            "start+join",   "select",      "notify"};
 
 struct Op {
   OpKind kind = OpKind::checkpoint;
@@ -133,6 +137,11 @@ constexpr auto kTinyDeadline = 300us;
 constexpr auto kLongDeadline = 1h;  // never reached: an input runs for milliseconds
 
 int channel_of(const Program& p, const Op& op) { return op.arg % static_cast<int>(p.channels.size()); }
+// A select's second receive case (the same channel as the first when the
+// high bits say so, or when there is one channel).
+int second_channel_of(const Program& p, const Op& op) {
+  return (op.arg / 16 + channel_of(p, op)) % static_cast<int>(p.channels.size());
+}
 int levels_of(const Op& op) { return op.arg % 3; }
 bool catches_faults(const Op& op) { return (op.arg & 8) != 0; }
 bool is_with_timeout(const Op& op) { return (op.arg & 1) != 0; }
@@ -250,6 +259,10 @@ void describe_list(const Program& p, int list, int indent, std::string& out) {
       case OpKind::is_closed:
         out += " c" + std::to_string(channel_of(p, op)) + "\n";
         break;
+      case OpKind::select_recv:
+        out += " (recv c" + std::to_string(channel_of(p, op)) + ", recv c" + std::to_string(second_channel_of(p, op)) +
+               ", notify)\n";
+        break;
       case OpKind::cancel_scope:
         out += " (" + std::to_string(levels_of(op)) + " up)\n";
         break;
@@ -334,13 +347,14 @@ struct Node {  // a cancel node: a scope, a deadline frame or a shield
   Clock::time_point tiny_deadline{};  // exact: the clock stands still while tasks run
 };
 
-enum class Wait : std::uint8_t { spawned, running, send, recv, yield, join, join_child, done };
+enum class Wait : std::uint8_t { spawned, running, send, recv, yield, join, join_child, done, select };
 constexpr const char* kWaitNames[] = {"spawned, not started", "running", "send", "recv", "yield",
-                                      "join", "await JoinHandle of", "done"};
+                                      "join", "await JoinHandle of", "done", "select"};
 
 struct FiberModel {
   Wait wait = Wait::spawned;
-  int ch = -1;     // send / recv
+  int ch = -1;     // send / recv / select
+  int ch2 = -1;    // select: its second receive case
   int join = -1;   // join: the scope node; join_child: the child fiber
   std::exception_ptr exit_error;  // done: how it ended
   int node = -1;   // the innermost cancel node, as of its last step
@@ -446,6 +460,9 @@ class Run {
   const Program& prog;
   std::vector<std::unique_ptr<Channel<std::uint32_t>>> plain;
   std::vector<std::unique_ptr<Channel<ThrowingMove>>> throwing;
+  Notify poke;            // select's notification case
+  long notifies = 0;      // notify_one calls
+  long notified = 0;      // selects that ended through the notification case
   std::vector<ChannelModel> chans;
   std::vector<Node> nodes;
   std::vector<FiberModel> fibers;
@@ -877,6 +894,16 @@ class Run {
             fail("stuck: f%d's JoinHandle await was not woken by the cancellation of its context", id);
           }
           break;
+        case Wait::select:
+          // A receive on each channel, each of which must be able to wait forever.
+          for (int c : {f.ch, f.ch2}) {
+            const ChannelModel& m = chans[static_cast<std::size_t>(c)];
+            if (cancelled(f.node) == Tri::yes) fail("stuck: f%d's select was not woken by the cancellation of its context", id);
+            if (m.closed) fail("stuck: f%d's select was not woken by the close() of c%d", id, c);
+            if (!m.buffer.empty()) fail("stuck: f%d's select waits although c%d holds %zu values", id, c, m.buffer.size());
+            if (someone_waits(Wait::send, c)) fail("stuck: f%d's select and another task's send wait on c%d", id, c);
+          }
+          break;
         case Wait::send:
         case Wait::recv: {
           const bool send = f.wait == Wait::send;
@@ -957,6 +984,7 @@ class Run {
     for (std::size_t f = 0; f < fibers.size(); ++f) {
       if (fibers[f].wait != Wait::done) fail("f%zu never finished", f);
     }
+    if (notified > notifies) fail("%ld selects were woken by the notification, but it was notified %ld times", notified, notifies);
     if (suppressed_seen != suppressed_expected) {
       fail("on_suppressed_fault was called %ld times; the model expects %ld (the later faults nobody handled)",
            suppressed_seen, suppressed_expected);
@@ -1021,6 +1049,54 @@ Task<void> do_recv(Run* r, Channel<T>& ch, int c, Ctx ctx) {
   if (cancel) r->saw_cancelled(ctx, "recv");
   r->finish_recv(c, p, got, cancel != nullptr, ctx);
   if (cancel) std::rethrow_exception(cancel);
+}
+
+// A select over a receive on each of two channels and the run's Notify.
+// Nothing is predicted: the model counts both channels busy while it waits,
+// and checks what it took (a value sent once, on that channel, never also
+// taken by anyone else) against the conservation ledger.
+Task<void> do_select(Run* r, int c1, int c2, Ctx ctx) {
+  Channel<std::uint32_t>& a = *r->plain[static_cast<std::size_t>(c1)];
+  Channel<std::uint32_t>& b = *r->plain[static_cast<std::size_t>(c2)];
+  for (int c : {c1, c2}) {
+    ++r->chan(c).inflight;
+    r->chan(c).exact = false;
+  }
+  r->begin_wait(ctx, Wait::select, c1, false);
+  r->fiber(ctx.fiber).ch2 = c2;
+  int index = -1;
+  std::optional<std::uint32_t> got;
+  std::exception_ptr cancel;
+  try {
+    auto res = co_await select(on_recv(a), on_recv(b), on_notify(r->poke));
+    index = static_cast<int>(res.index());
+    if (index == 0) got = std::get<0>(res);
+    if (index == 1) got = std::get<1>(res);
+  } catch (const Cancelled&) {
+    cancel = std::current_exception();
+  } catch (...) {
+    r->fail("select on c%d, c%d threw %s", c1, c2, what_of(std::current_exception()).c_str());
+  }
+  r->end_wait(ctx);
+  r->fiber(ctx.fiber).ch2 = -1;
+  for (int c : {c1, c2}) --r->chan(c).inflight;
+  if (cancel) {
+    r->saw_cancelled(ctx, "select");
+    r->trace("f%d select on c%d, c%d: Cancelled", ctx.fiber, c1, c2);
+    std::rethrow_exception(cancel);
+  }
+  if (index == 2) {
+    ++r->notified;
+    r->trace("f%d select: notified", ctx.fiber);
+    co_return;
+  }
+  const int c = index == 0 ? c1 : c2;
+  if (!got) {
+    r->trace("f%d select: c%d ended", ctx.fiber, c);
+    if (!r->chan(c).closed) r->fail("f%d: select's recv on c%d reported end of stream but the channel is open", ctx.fiber, c);
+    co_return;
+  }
+  r->received(c, *got, ctx.fiber, false);
 }
 
 template <class T>
@@ -1482,6 +1558,22 @@ Task<void> run_list(Run* r, int list, Ctx ctx) {
         break;
       case OpKind::start_join:
         co_await do_start_join(r, op.sub, ctx);
+        break;
+      case OpKind::select_recv: {
+        const int c2 = second_channel_of(r->prog, op);
+        if (plain && r->plain[static_cast<std::size_t>(c2)]) {
+          co_await do_select(r, c, c2, ctx);
+        } else if (plain) {  // channel cases need a T whose move cannot throw: a plain recv instead
+          co_await do_recv(r, *plain, c, ctx);
+        } else {
+          co_await do_recv(r, *throwing, c, ctx);
+        }
+        break;
+      }
+      case OpKind::notify:
+        r->trace("f%d notifies", ctx.fiber);
+        ++r->notifies;
+        r->poke.notify_one();
         break;
     }
   }

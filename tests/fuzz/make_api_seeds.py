@@ -6,17 +6,19 @@ The byte format (decoded by api_program.cpp; a missing byte reads as 0):
   deadlock is ended by cancelling the root scope first; one byte per channel:
   capacity = [0, 1, 2, 3, 4, 8][b % 6], bit 7: a value type whose move may throw.
   block: b (children = b % 4, bit 7: Task<int> body), the children's lists, the body's list.
-  list: b (length = b % 9), then per op: kind byte (% 15) and operand byte; a
+  list: b (length = b % 9), then per op: kind byte (% 17) and operand byte; a
   scope op is followed by its block, spawn/deadline/shielded/start+join by their list.
 Operands: channel = arg % channels; cancel_scope: levels up = arg % 3; scope and
 deadline: bit 3 catches faults; deadline: bit 0 with_timeout (else
-move_on_after), bits 1-2: 1 tiny, 2 long, else zero.
+move_on_after), bits 1-2: 1 tiny, 2 long, else zero; select: a recv on
+channel arg % channels and one on (arg / 16 + that) % channels, and the run's
+Notify; notify: notify_one of that Notify.
 """
 import os
 import sys
 
 (SEND, RECV, TRY_SEND, TRY_RECV, CLOSE, IS_CLOSED, CHECKPOINT, SLEEP0, FAULT,
- CANCEL_SCOPE, SCOPE, SPAWN, DEADLINE, SHIELDED, START_JOIN) = range(15)
+ CANCEL_SCOPE, SCOPE, SPAWN, DEADLINE, SHIELDED, START_JOIN, SELECT, NOTIFY) = range(17)
 CAPS = [0, 1, 2, 3, 4, 8]
 
 
@@ -131,6 +133,18 @@ SEEDS = {
     # The awaiter is cancelled while the child still waits.
     "start-join-awaiter-cancelled": program(24, [(0, False)], block(
         [ops((CHECKPOINT, 0), (CANCEL_SCOPE, 0))], ops((START_JOIN, 0, ops((RECV, 0))), (CHECKPOINT, 0)))),
+    # A select over a ring channel and a rendezvous channel takes every value once.
+    "select-ring-and-rendezvous": program(25, [(4, False), (0, False)], block(
+        [ops((SEND, 0), (SEND, 0), (SEND, 0)), ops((SEND, 1), (SEND, 1))],
+        ops((SELECT, 16), (SELECT, 16), (SELECT, 16), (SELECT, 16), (SELECT, 16)))),
+    # A notification before the select is kept; a select cancelled while it waits takes nothing.
+    "select-notify-then-cancel": program(26, [(1, False)], block(
+        [ops((NOTIFY, 0), (CHECKPOINT, 0), (CANCEL_SCOPE, 0))],
+        ops((SELECT, 0), (SELECT, 0), (SEND, 0)))),
+    # Both receive cases on one channel, senders racing a close.
+    "select-same-channel-twice": program(27, [(0, False)], block(
+        [ops((SEND, 0), (SEND, 0)), ops((CHECKPOINT, 0), (CLOSE, 0))],
+        ops((SELECT, 0), (SELECT, 0), (SELECT, 0)))),
     # Every operation once, on four channels of different kinds.
     "every-op": program(21, [(0, False), (1, False), (4, False), (2, True)], block(
         [ops((SEND, 2), (SEND, 3), (RECV, 0), (TRY_RECV, 1), (IS_CLOSED, 2)),

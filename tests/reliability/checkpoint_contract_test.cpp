@@ -616,3 +616,157 @@ TEST(CheckpointContract, TaskSetNonSuspendingCallsNeitherThrowNorYield) {
 }
 
 }  // namespace
+
+namespace {
+
+// The coordination toolkit (select, broadcast, watch, event, notify,
+// oneshot, interval, completions, cancel scopes): each in a cancelled scope
+// throws Cancelled and takes, sends, consumes and starts nothing.
+TEST(CheckpointContract, ToolkitAwaitablesThrowInACancelledScopeWithoutSideEffects) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "toolkit checkpoint contract");
+  Channel<int> holding(4), roomy(4);
+  ASSERT_EQ(holding.try_send(7), shoal::SendStatus::sent);
+  shoal::Event set_event;
+  set_event.set();
+  shoal::Notify with_permit;
+  with_permit.notify_one();
+  shoal::Broadcast<int> b(4);
+  auto brx = b.subscribe();
+  (void)b.send(3);
+  shoal::Watch<int> w(0);
+  auto wrx = w.subscribe();
+  w.send(1);
+  auto [tx, orx] = shoal::oneshot<int>();
+  (void)tx.send(5);
+  bool child_ran = false;
+  int value = 9;
+  struct Row {
+    std::string name;
+    std::function<Task<void>(Scope&)> op;
+    std::function<bool()> no_side_effect;
+  };
+  const std::vector<Row> rows = {
+      {"select with a ready recv case",
+       [&](Scope&) -> Task<void> { (void)co_await shoal::select(shoal::on_recv(holding), shoal::on_timeout(1h)); },
+       [&] { return holding.try_recv() == std::optional<int>(7) && holding.try_send(7) == shoal::SendStatus::sent; }},
+      {"select with a ready send case",
+       [&](Scope&) -> Task<void> { (void)co_await shoal::select(shoal::on_send(roomy, value)); },
+       [&] { return roomy.try_recv() == std::nullopt && value == 9; }},
+      {"Event::wait when set", [&](Scope&) -> Task<void> { co_await set_event.wait(); }, [] { return true; }},
+      {"Notify::wait with a permit",
+       [&](Scope&) -> Task<void> { co_await with_permit.wait(); },
+       [&] { return true; }},  // checked below: the permit is still there
+      {"Broadcast recv with a value",
+       [&](Scope&) -> Task<void> { (void)co_await brx.recv(); },
+       [&] {
+         auto r = brx.try_recv();
+         return r && r->has_value() && **r == 3;
+       }},
+      {"Watch changed with a change", [&](Scope&) -> Task<void> { (void)co_await wrx.changed(); },
+       [&] { return wrx.has_changed(); }},
+      {"Oneshot recv with the value",
+       [&](Scope&) -> Task<void> { (void)co_await orx.recv(); },
+       [&] { return true; }},  // checked below: the value is still there
+      {"Interval tick (due)",
+       [&](Scope&) -> Task<void> {
+         shoal::Interval iv(1h);
+         (void)co_await iv.tick();
+       },
+       [] { return true; }},
+      {"Completions next",
+       [&](Scope& s) -> Task<void> {
+         shoal::Completions<int> c(s);
+         (void)co_await c.next();
+       },
+       [] { return true; }},
+      {"CancelScope run",
+       [&](Scope&) -> Task<void> {
+         shoal::CancelScope cs;
+         (void)co_await cs.run([&]() -> Task<void> {
+           child_ran = true;
+           co_return;
+         }());
+       },
+       [&] { return !child_ran; }},
+  };
+  for (const auto& row : rows) {
+    bool threw = false;
+    shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
+      s.cancel();
+      try {
+        co_await row.op(s);
+      } catch (const shoal::Cancelled&) {
+        threw = true;
+      }
+    }));
+    EXPECT_TRUE(threw) << row.name << ": not a cancel point";
+    EXPECT_TRUE(row.no_side_effect()) << row.name << ": had a side effect when cancelled";
+  }
+  shoal::run([&]() -> Task<void> {
+    auto r = co_await shoal::move_on_after(std::chrono::milliseconds(50), with_permit.wait());
+    EXPECT_TRUE(r) << "a cancelled Notify::wait consumed the permit";
+    EXPECT_EQ(co_await orx.recv(), 5) << "a cancelled Oneshot recv took the value";
+  }());
+}
+
+// The toolkit's awaitables that need not wait still yield once per budget:
+// on one worker, 1,000 of them in a row let a sibling run.
+TEST(CheckpointContract, ToolkitAwaitablesThatNeedNotWaitStillYieldPerBudget) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "toolkit budget");
+  constexpr int kOps = 1000;
+  Channel<int> ch(4);
+  shoal::Event ev;
+  ev.set();
+  shoal::Notify n;
+  shoal::Broadcast<int> b(4);
+  auto brx = b.subscribe();
+  shoal::Watch<int> w(0);
+  auto wrx = w.subscribe();
+  const std::vector<std::pair<std::string, std::function<Task<void>()>>> ops = {
+      {"select with a ready case",
+       [&]() -> Task<void> {
+         (void)ch.try_send(1);
+         (void)co_await shoal::select(shoal::on_recv(ch));
+       }},
+      {"Event::wait when set", [&]() -> Task<void> { co_await ev.wait(); }},
+      {"Notify::wait with a permit",
+       [&]() -> Task<void> {
+         n.notify_one();
+         co_await n.wait();
+       }},
+      {"Broadcast recv with a value",
+       [&]() -> Task<void> {
+         (void)b.send(1);
+         (void)co_await brx.recv();
+       }},
+      {"Watch changed with a change",
+       [&]() -> Task<void> {
+         w.send(1);
+         (void)co_await wrx.changed();
+       }},
+  };
+  for (const auto& entry : ops) {
+    const std::string& name = entry.first;
+    const auto& op = entry.second;
+    long sibling_runs = 0, during = -1;
+    bool done = false;
+    shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
+                 s.spawn([&]() -> Task<void> {
+                   while (!done) {
+                     ++sibling_runs;
+                     co_await shoal::checkpoint();
+                   }
+                 });
+                 co_await shoal::checkpoint();  // the sibling is running
+                 const long before = sibling_runs;
+                 for (int i = 0; i < kOps; ++i) co_await op();
+                 during = sibling_runs - before;
+                 done = true;
+               }),
+               shoal::RuntimeOptions::with_workers(1));
+    EXPECT_GE(during, kOps / 128 - 1) << name << ": starved its sibling (" << during << " sibling runs in " << kOps
+                                      << " calls)";
+  }
+}
+
+}  // namespace

@@ -1,5 +1,6 @@
 // Cancel (or fault) at every suspension point. A scenario of children doing
-// channel operations, sleeps, joins, nested scopes and a task set (whose
+// channel operations, a select (channel, notify, deadline), sleeps, joins,
+// nested scopes and a task set (whose
 // body spawns more children than its limit, so it waits for admission) runs
 // on the simulated
 // executor (deterministic schedule + manual clock), once to count its N task
@@ -103,13 +104,14 @@ struct LiveGuard {
   Ctx& c;
 };
 
-Task<void> producer(Ctx& c, Channel<int>& ch, int base) {
+Task<void> producer(Ctx& c, Channel<int>& ch, int base, shoal::Notify& poke) {
   LiveGuard g(c);
   for (int i = 1; i <= 4; ++i) {
     const int v = base + i;
     co_await ch.send(v);
     c.sent += v;
     ++c.sends_ok;
+    if (i == 2) poke.notify_one();
     c.resumed();
     co_await shoal::sleep_for(std::chrono::microseconds(10 * i));
     c.resumed();
@@ -123,6 +125,23 @@ Task<void> consumer(Ctx& c, Channel<int>& ch) {
     if (!v) co_return;  // closed and drained
     c.received += *v;
     ++c.recvs_ok;
+    c.resumed();
+  }
+}
+
+// The second consumer waits in a select: the channel, a notification the
+// producers send, and a deadline. Whatever it takes is counted like the
+// first consumer's: a select that was cancelled must have taken nothing.
+Task<void> select_consumer(Ctx& c, Channel<int>& ch, shoal::Notify& poke) {
+  LiveGuard g(c);
+  for (;;) {
+    auto r = co_await shoal::select(shoal::on_recv(ch), shoal::on_notify(poke), shoal::on_timeout(30us));
+    if (r.index() == 0) {
+      std::optional<int> v = std::get<0>(std::move(r));
+      if (!v) co_return;  // closed and drained
+      c.received += *v;   // counted before an injected fault can drop it
+      ++c.recvs_ok;
+    }
     c.resumed();
   }
 }
@@ -219,12 +238,14 @@ Task<void> set_runner(Ctx& c, Channel<int>& ch) {
 }
 
 Task<void> scenario_scope(Ctx& c, Channel<int>& ch) {
+  shoal::Notify poke;
   co_await shoal::scope([&](Scope& s) -> Task<void> {
     c.scope = &s;  // until the scope has returned: a cancel may land while it joins
-    auto p1 = s.start(producer(c, ch, 0));
-    auto p2 = s.start(producer(c, ch, 100));
+    auto p1 = s.start(producer(c, ch, 0, poke));
+    auto p2 = s.start(producer(c, ch, 100, poke));
     auto n = s.start(nested(c, ch));
     s.spawn(consumer(c, ch));
+    s.spawn(select_consumer(c, ch, poke));
     auto sl = s.start(sleeper(c, 40));
     auto ts = s.start(set_runner(c, ch));
     co_await p1;
