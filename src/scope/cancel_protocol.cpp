@@ -39,7 +39,7 @@ void wake_for_cancel(TaskRecord* f, TaskBatch& batch) noexcept {
     if (f->hook.compare_exchange_weak(h, kBusy, std::memory_order_seq_cst)) break;
   }
   // A task waiting inside a shielded (uncancelled) node is left alone.
-  const bool claimed = f->cancelled() && h->cancel_wait();
+  const bool claimed = f->cancelled(std::memory_order_seq_cst) && h->cancel_wait();
   f->hook.store(claimed ? nullptr : h, std::memory_order_release);
   if (claimed) batch.push(f);
 }
@@ -68,7 +68,7 @@ void publish_hook(TaskRecord* f, WaitHook* w) noexcept {
 bool arm_wait(TaskRecord* f, WaitHook* w) noexcept {
   link_home(f);
   f->hook.store(w, std::memory_order_seq_cst);
-  if (f->cancelled()) {
+  if (f->cancelled(std::memory_order_seq_cst)) {
     disarm_wait(f, w);
     return false;
   }

@@ -170,36 +170,18 @@ class Broadcast<T>::Receiver {
   Receiver& operator=(const Receiver&) = delete;
   ~Receiver() { leave(); }
 
-  class Awaiter final : public detail::Waiter {
+  class Awaiter final : public detail::LevelWaiter<Awaiter> {
    public:
-    explicit Awaiter(Receiver* r) noexcept : Waiter(r->b_->lock_), r_(r) {}
-    bool await_ready() const noexcept { return false; }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) {
-      detail::TaskRecord* f = detail::record_of(h);
-      if (f == nullptr) throw std::logic_error("shoal::Broadcast::Receiver::recv awaited outside a shoal task");
-      if (f->cancelled()) {
-        cancelled = true;
-        return false;
-      }
-      Broadcast& b = *r_->b_;
-      const detail::WaitStep step = detail::wait_step(*this, f, h, b.lock_, b.waiters_, [this, &b](detail::WaitSection&) {
-        return b.take_locked(r_->next_, out_);
-      });
-      if (step == detail::WaitStep::suspended) return true;  // nothing may touch *this from here on
-      cancelled = step == detail::WaitStep::cancelled;
-      if (cancelled || !detail::consume_budget(f)) return false;
-      detail::yield_from(f, h, this);  // read without waiting: a schedule point once per budget
-      return true;
-    }
+    explicit Awaiter(Receiver* r) noexcept
+        : detail::LevelWaiter<Awaiter>(r->b_->lock_, r->b_->waiters_, "shoal::Broadcast::Receiver::recv"), r_(r) {}
+    bool ready_locked() { return r_->b_->take_locked(r_->next_, out_); }
     BroadcastResult<T> await_resume() {
-      if (cancelled) throw Cancelled{};
+      this->throw_if_cancelled();
       if (!out_.has_value() && !out_.lagged()) {
         // Woken by a send or close: the position only moves forward, so
         // something is there now (a value, a lag, or the end).
-        Broadcast& b = *r_->b_;
-        detail::WaitSection sec(b.lock_);
-        (void)b.take_locked(r_->next_, out_);
+        detail::WaitSection sec(r_->b_->lock_);
+        (void)r_->b_->take_locked(r_->next_, out_);
       }
       return std::move(out_);
     }
@@ -236,18 +218,10 @@ class Broadcast<T>::Receiver {
   /// Thread-safety: plain threads and spawn_blocking functions, not a worker.
   BroadcastResult<T> recv_blocking() {
     if (b_ == nullptr) throw std::logic_error("shoal::Broadcast::Receiver::recv_blocking: moved from");
-    if (detail::on_worker_thread()) {
-      throw std::logic_error("shoal::Broadcast::Receiver::recv_blocking: called on a runtime worker (use co_await)");
-    }
-    struct ThreadWaiter final : detail::Waiter {
-      using Waiter::Waiter;
-    } w(b_->lock_);
-    detail::ThreadWake wake;
     BroadcastResult<T> out;
-    if (detail::wait_step_thread(w, wake, b_->lock_, b_->waiters_, [&](detail::WaitSection&) {
-          return b_->take_locked(next_, out);
-        }) == detail::WaitStep::suspended) {
-      wake.wait();
+    (void)detail::wait_level_blocking(b_->lock_, b_->waiters_, [&] { return b_->take_locked(next_, out); },
+                                      "shoal::Broadcast::Receiver::recv_blocking");
+    if (!out.has_value() && !out.lagged()) {  // woken: something is there now
       detail::WaitSection sec(b_->lock_);
       (void)b_->take_locked(next_, out);
     }

@@ -132,26 +132,13 @@ class OneshotReceiver {
     if (st_ != nullptr) st_->release();
   }
 
-  class Awaiter final : public detail::Waiter {
+  class Awaiter final : public detail::LevelWaiter<Awaiter> {
    public:
-    explicit Awaiter(detail::OneshotState<T>* st) noexcept : Waiter(st->lock), st_(st) {}
-    bool await_ready() const noexcept { return false; }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) {
-      detail::TaskRecord* f = detail::record_of(h);
-      if (f == nullptr) throw std::logic_error("shoal::OneshotReceiver::recv awaited outside a shoal task");
-      if (f->cancelled()) {
-        cancelled = true;
-        return false;
-      }
-      const detail::WaitStep step = detail::wait_step(*this, f, h, st_->lock, st_->waiters,
-                                                      [this](detail::WaitSection&) { return st_->ready_locked(); });
-      if (step == detail::WaitStep::suspended) return true;  // nothing may touch *this from here on
-      cancelled = step == detail::WaitStep::cancelled;
-      return false;
-    }
+    explicit Awaiter(detail::OneshotState<T>* st) noexcept
+        : detail::LevelWaiter<Awaiter>(st->lock, st->waiters, "shoal::OneshotReceiver::recv"), st_(st) {}
+    bool ready_locked() const noexcept { return st_->ready_locked(); }
     T await_resume() {
-      if (cancelled) throw Cancelled{};
+      this->throw_if_cancelled();
       detail::WaitSection sec(st_->lock);  // pairs with the sender's unlock
       return st_->take_locked();
     }
@@ -161,7 +148,8 @@ class OneshotReceiver {
   };
 
   /// Waits for the value.
-  /// Checkpoint: yes (a cancelled task throws even if the value is there).
+  /// Checkpoint: yes (a cancelled task throws even if the value is there);
+  ///   a value already there yields once per budget.
   /// Cancellation: the value, if any, stays for a later recv.
   /// Thread-safety: the task that owns the receiver.
   /// Throws: Cancelled; SenderDropped (the sender went without sending);
@@ -187,18 +175,8 @@ class OneshotReceiver {
   /// Throws: SenderDropped; std::logic_error (as recv, and on a worker).
   T recv_blocking() {
     check("recv_blocking");
-    if (detail::on_worker_thread()) {
-      throw std::logic_error("shoal::OneshotReceiver::recv_blocking: called on a runtime worker (use co_await)");
-    }
-    struct ThreadWaiter final : detail::Waiter {
-      using Waiter::Waiter;
-    } w(st_->lock);
-    detail::ThreadWake wake;
-    if (detail::wait_step_thread(w, wake, st_->lock, st_->waiters, [this](detail::WaitSection&) {
-          return st_->ready_locked();
-        }) == detail::WaitStep::suspended) {
-      wake.wait();
-    }
+    (void)detail::wait_level_blocking(st_->lock, st_->waiters, [this] { return st_->ready_locked(); },
+                                      "shoal::OneshotReceiver::recv_blocking");
     detail::WaitSection sec(st_->lock);
     return st_->take_locked();
   }

@@ -325,7 +325,7 @@ class [[nodiscard]] Select {
         // A cancel that came before the hook was visible is seen here
         // (Dekker with the canceller); a timer or canceller that got the
         // claim word first makes park() fail.
-        if (!f_->cancelled() && claim_.park()) return true;
+        if (!f_->cancelled(std::memory_order_seq_cst) && claim_.park()) return true;
         for (std::size_t k = 0; k < N; ++k) visit(k, [](auto& c) { c.disarm_locked(); return false; });
         // Released before disarming the hook: never disarm under a lock cancel_wait takes.
       } else {

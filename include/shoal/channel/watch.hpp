@@ -97,30 +97,13 @@ class Watch {
 template <class T>
 class Watch<T>::Receiver {
  public:
-  class Awaiter final : public detail::Waiter {
+  class Awaiter final : public detail::LevelWaiter<Awaiter> {
    public:
-    explicit Awaiter(Receiver* r) noexcept : Waiter(r->w_->lock_), r_(r) {}
-    bool await_ready() const noexcept { return false; }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) {
-      detail::TaskRecord* f = detail::record_of(h);
-      if (f == nullptr) throw std::logic_error("shoal::Watch::Receiver::changed awaited outside a shoal task");
-      if (f->cancelled()) {
-        cancelled = true;
-        return false;
-      }
-      Watch& w = *r_->w_;
-      const detail::WaitStep step = detail::wait_step(*this, f, h, w.lock_, w.waiters_, [this, &w](detail::WaitSection&) {
-        return w.version_ != r_->seen_ || w.closed_;
-      });
-      if (step == detail::WaitStep::suspended) return true;  // nothing may touch *this from here on
-      cancelled = step == detail::WaitStep::cancelled;
-      if (cancelled || !detail::consume_budget(f)) return false;
-      detail::yield_from(f, h, this);  // changed without waiting: a schedule point once per budget
-      return true;
-    }
+    explicit Awaiter(Receiver* r) noexcept
+        : detail::LevelWaiter<Awaiter>(r->w_->lock_, r->w_->waiters_, "shoal::Watch::Receiver::changed"), r_(r) {}
+    bool ready_locked() const noexcept { return r_->w_->version_ != r_->seen_ || r_->w_->closed_; }
     bool await_resume() {
-      if (cancelled) throw Cancelled{};
+      this->throw_if_cancelled();
       Watch& w = *r_->w_;
       detail::WaitSection sec(w.lock_);
       if (w.version_ == r_->seen_) return false;  // closed, nothing newer

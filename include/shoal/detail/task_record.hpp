@@ -71,7 +71,8 @@ struct TaskRecord {
   static constexpr unsigned kPinShift = 16;      // flags >> kPinShift: 1 + the worker it is pinned to, or 0
   static constexpr std::uintptr_t kJoinRunning = 0, kJoinDone = 1, kJoinCancelPending = 2;
 
-  bool cancelled() const noexcept;
+  /// seq_cst where a wait's re-check pairs with a canceller (Dekker).
+  bool cancelled(std::memory_order mo = std::memory_order_acquire) const noexcept;
 };
 
 // The task record stays standard-layout: its hook is a member, found by offset.
@@ -114,10 +115,9 @@ struct CancelNode : ListHook<ChildTag> {
   void cancel_one(TaskRecord* f) noexcept;
 };
 
-inline bool TaskRecord::cancelled() const noexcept {
+inline bool TaskRecord::cancelled(std::memory_order mo) const noexcept {
   const CancelNode* n = node.load(std::memory_order_relaxed);
-  return n->cancelled.load(std::memory_order_acquire) ||
-         (n == home && cancel_alone.load(std::memory_order_acquire));
+  return n->cancelled.load(mo) || (n == home && cancel_alone.load(mo));
 }
 
 /// Ready to run: from a wake. Goes to the worker's LIFO slot when called on a worker.

@@ -26,9 +26,12 @@
 // its locks again.
 #pragma once
 
+#include <chrono>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "shoal/detail/task_record.hpp"
 #include "shoal/detail/intrusive_list.hpp"
@@ -50,6 +53,8 @@ class Waiter : public WaitHook, public ListHook<> {
   /// job finds its pool through the awaiting task): bind() before publishing.
   Waiter() noexcept = default;
   void bind(SpinLock& lock) noexcept { lock_ = &lock; }
+  /// The primitive's lock.
+  SpinLock& lock() const noexcept { return *lock_; }
   Waiter(const Waiter&) = delete;
   Waiter& operator=(const Waiter&) = delete;
 
@@ -335,6 +340,79 @@ WaitStep wait_step_thread(Waiter& w, ThreadWake& wake, SpinLock& lock, WaitList&
   if (try_now(sec)) return WaitStep::done;
   w.link_locked(list, before_link());
   return WaitStep::suspended;
+}
+
+/// The awaiter of a wait whose condition is a level kept under the
+/// primitive's lock (an event set, a permit stored, a newer version, a value
+/// there): `Derived::ready_locked()` says whether it holds. Checkpoint first;
+/// then it holds at once (a yield once per budget) or the task waits until a
+/// waker claims it. Event, Notify, Watch, Broadcast, Oneshot and Completions
+/// wait through it. `what` names the operation in a misuse error.
+template <class Derived>
+class LevelWaiter : public Waiter {
+ public:
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) {
+    TaskRecord* f = record_of(h);
+    if (f == nullptr) throw std::logic_error(std::string(what_) + " awaited outside a shoal task");
+    if (f->cancelled()) {
+      cancelled = true;
+      return false;
+    }
+    const WaitStep step = wait_step(*this, f, h, lock(), *list_, [this](WaitSection&) {
+      return static_cast<Derived*>(this)->ready_locked();
+    });
+    if (step == WaitStep::suspended) return true;  // nothing may touch *this from here on
+    cancelled = step == WaitStep::cancelled;
+    if (cancelled || !consume_budget(f)) return false;
+    yield_from(f, h, this);  // it held already: a schedule point once per budget
+    return true;
+  }
+
+ protected:
+  LevelWaiter(SpinLock& lock, WaitList& list, const char* what) noexcept : Waiter(lock), list_(&list), what_(what) {}
+  ~LevelWaiter() = default;
+  /// In await_resume, first: throws Cancelled if the wait was cancelled.
+  void throw_if_cancelled() const {
+    if (cancelled) throw_cancelled();
+  }
+
+ private:
+  WaitList* list_;
+  const char* what_;
+};
+
+/// The same wait for a plain thread: blocks until `ready_locked()` holds
+/// under `lock` (returns true), or, when `timed`, until `deadline` (false,
+/// having taken nothing). `what` names the call in the error a worker gets.
+/// Throws std::logic_error on a runtime worker (blocking it would stall tasks).
+template <class Ready>
+bool wait_level_blocking(SpinLock& lock, WaitList& list, Ready&& ready_locked, const char* what, bool timed = false,
+                         std::chrono::steady_clock::time_point deadline = {}) {
+  if (on_worker_thread()) {
+    throw std::logic_error(std::string(what) + ": called on a runtime worker (it would block the worker; use co_await)");
+  }
+  struct ThreadWaiter final : Waiter {
+    using Waiter::Waiter;
+  } w(lock);
+  ThreadWake wake;
+  if (wait_step_thread(w, wake, lock, list, [&](WaitSection&) { return ready_locked(); }) == WaitStep::done) {
+    return true;
+  }
+  if (timed && !wake.wait_until(deadline)) {
+    {
+      WaitSection sec(lock);
+      if (w.is_linked()) {  // still queued: nobody claimed it, so it leaves with nothing
+        w.unlink_locked();
+        return false;
+      }
+    }
+    // Claimed as the deadline passed: the wake-up is ours. The waker still
+    // has to notify (after its unlock): wait for that before `wake` goes.
+  }
+  wake.wait();
+  return true;
 }
 
 }  // namespace shoal::detail

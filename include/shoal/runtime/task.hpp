@@ -6,6 +6,7 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -221,6 +222,41 @@ class [[nodiscard]] Task {
 };
 
 namespace detail {
+/// How a task ended: its value (engaged; `true` for void) or its fault.
+template <class T>
+struct Outcome {
+  std::optional<Stored<T>> value;
+  std::exception_ptr error;
+};
+
+/// Awaits a task on the same task and hands back its Outcome instead of
+/// rethrowing its fault: for wrappers that run code after the task whatever
+/// happened (a deadline, a cancel scope, finally), without a rethrow and a
+/// catch per fault. The Task keeps its frame.
+template <class T>
+struct Capture {
+  std::coroutine_handle<Promise<T>> h;
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<P> caller) noexcept {
+    h.promise().continuation_ = caller;
+    h.promise().record_ = record_of(caller);
+    return h;
+  }
+  /// Throws only what moving the value out throws.
+  Outcome<T> await_resume() {
+    Outcome<T> o;
+    if (h.promise().error_) {
+      o.error = std::move(h.promise().error_);
+    } else if constexpr (std::is_void_v<T>) {
+      o.value.emplace(true);
+    } else {
+      o.value.emplace(h.promise().take());
+    }
+    return o;
+  }
+};
+
 /// For awaitables that run a Task of their own as a slow path and finish it
 /// by hand (await_suspend, later await_resume): the unchecked awaiter.
 struct TaskAccess {
@@ -231,6 +267,12 @@ struct TaskAccess {
   template <class T>
   static Promise<T>& promise(Task<T>& t) noexcept {
     return t.h_.promise();
+  }
+  /// The task's outcome, without a rethrow (see Capture).
+  template <class T>
+  static Capture<T> capture(Task<T>& t) {
+    if (!t.h_ || t.h_.done()) [[unlikely]] throw_invalid_task_await(!t.h_);
+    return Capture<T>{t.h_};
   }
 };
 

@@ -106,24 +106,18 @@ auto CancelScope::run(Task<T> task) -> Task<std::conditional_t<std::is_void_v<T>
     node.leave(f);
     throw;
   }
-  std::optional<detail::Stored<T>> value;
-  std::exception_ptr error;
+  detail::Outcome<T> out;
   try {
-    if constexpr (std::is_void_v<T>) {
-      co_await std::move(task);
-      value.emplace(true);
-    } else {
-      value.emplace(co_await std::move(task));
-    }
+    out = co_await detail::TaskAccess::capture(task);  // a fault comes back as a value
   } catch (...) {
-    error = std::current_exception();
+    out.error = std::current_exception();
   }
   leave();
   const bool outer = node.parent != nullptr && node.parent->cancelled.load(std::memory_order_acquire);
   node.leave(f);
-  if (error) {
+  if (out.error) {
     // Our own Cancelled, and nobody further out wants one: absorbed.
-    if (!outer && node.self_cancelled.load(std::memory_order_acquire) && detail::is_cancelled_exception(error)) {
+    if (!outer && node.self_cancelled.load(std::memory_order_acquire) && detail::is_cancelled_exception(out.error)) {
       lock_.lock();
       caught_ = true;
       lock_.unlock();
@@ -133,12 +127,12 @@ auto CancelScope::run(Task<T> task) -> Task<std::conditional_t<std::is_void_v<T>
         co_return std::nullopt;
       }
     }
-    std::rethrow_exception(error);
+    std::rethrow_exception(out.error);
   }
   if constexpr (std::is_void_v<T>) {
     co_return true;
   } else {
-    co_return std::move(value);
+    co_return std::move(out.value);
   }
 }
 

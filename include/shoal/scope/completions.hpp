@@ -218,27 +218,12 @@ class Completions {
   }
 
  private:
-  class ReadyAwaiter final : public detail::Waiter {
+  class ReadyAwaiter final : public detail::LevelWaiter<ReadyAwaiter> {
    public:
-    explicit ReadyAwaiter(detail::CompletionsState<T>* st) noexcept : Waiter(st->lock), st_(st) {}
-    bool await_ready() const noexcept { return false; }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) {
-      detail::TaskRecord* f = detail::record_of(h);
-      if (f == nullptr) throw std::logic_error("shoal::Completions::next awaited outside a shoal task");
-      if (f->cancelled()) {
-        cancelled = true;
-        return false;
-      }
-      const detail::WaitStep step = detail::wait_step(*this, f, h, st_->lock, st_->waiters,
-                                                      [this](detail::WaitSection&) { return st_->ready_locked(); });
-      if (step == detail::WaitStep::suspended) return true;  // nothing may touch *this from here on
-      cancelled = step == detail::WaitStep::cancelled;
-      return false;
-    }
-    void await_resume() const {
-      if (cancelled) throw Cancelled{};
-    }
+    explicit ReadyAwaiter(detail::CompletionsState<T>* st) noexcept
+        : detail::LevelWaiter<ReadyAwaiter>(st->lock, st->waiters, "shoal::Completions::next"), st_(st) {}
+    bool ready_locked() const noexcept { return st_->ready_locked(); }
+    void await_resume() const { this->throw_if_cancelled(); }
 
    private:
     detail::CompletionsState<T>* st_;

@@ -99,25 +99,19 @@ Task<std::optional<Stored<T>>> run_with_deadline(Clock::time_point deadline, Tas
     frame.leave();
     throw;
   }
-  std::optional<Stored<T>> value;
-  std::exception_ptr error;
+  Outcome<T> out;
   try {
-    if constexpr (std::is_void_v<T>) {
-      co_await std::move(task);
-      value.emplace(true);
-    } else {
-      value.emplace(co_await std::move(task));
-    }
+    out = co_await TaskAccess::capture(task);  // a fault comes back as a value: no rethrow and catch
   } catch (...) {
-    error = std::current_exception();
+    out.error = std::current_exception();  // only a throwing move of the value, or a misused Task
   }
   frame.leave();
-  if (error) {
+  if (out.error) {
     // Our own deadline's Cancelled, and nobody further out wants one.
-    if (frame.fired() && !frame.outer_cancelled() && is_cancelled_exception(error)) co_return std::nullopt;
-    std::rethrow_exception(error);
+    if (frame.fired() && !frame.outer_cancelled() && is_cancelled_exception(out.error)) co_return std::nullopt;
+    std::rethrow_exception(out.error);
   }
-  co_return value;  // completion beats a late deadline
+  co_return std::move(out.value);  // completion beats a late deadline
 }
 
 }  // namespace detail
@@ -207,18 +201,13 @@ Task<T> shielded(Task<T> task) {
 ///   is discarded).
 template <class T>
 Task<T> finally(Task<T> task, Task<void> cleanup) {
-  std::optional<detail::Stored<T>> value;
-  std::exception_ptr error;
+  detail::Outcome<T> out;
   try {
-    if constexpr (std::is_void_v<T>) {
-      co_await std::move(task);
-      value.emplace(true);
-    } else {
-      value.emplace(co_await std::move(task));
-    }
+    out = co_await detail::TaskAccess::capture(task);
   } catch (...) {
-    error = std::current_exception();
+    out.error = std::current_exception();
   }
+  std::exception_ptr& error = out.error;
   std::exception_ptr cleanup_error;
   try {
     co_await shielded(std::move(cleanup));
@@ -233,7 +222,7 @@ Task<T> finally(Task<T> task, Task<void> cleanup) {
     std::rethrow_exception(error);
   }
   if (cleanup_error) std::rethrow_exception(cleanup_error);
-  if constexpr (!std::is_void_v<T>) co_return std::move(*value);
+  if constexpr (!std::is_void_v<T>) co_return std::move(*out.value);
 }
 
 }  // namespace shoal

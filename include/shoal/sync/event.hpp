@@ -46,67 +46,43 @@ class SignalCore {
     }
   }
 
-  class Awaiter final : public Waiter {
+  class Awaiter final : public LevelWaiter<Awaiter> {
    public:
     /// Also usable where a Task is taken (move_on_after, with_timeout, spawn).
     using task_type = Task<void>;
-    explicit Awaiter(SignalCore* c) noexcept : Waiter(c->lock_), core_(c) {}
+    explicit Awaiter(SignalCore* c) noexcept : LevelWaiter<Awaiter>(c->lock_, c->waiters_, Prim::kWaitName), core_(c) {}
     operator task_type() && { return as_task(core_); }
-    bool await_ready() const noexcept { return false; }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) {
-      TaskRecord* f = record_of(h);
-      if (f == nullptr) throw std::logic_error(std::string("shoal::") + Prim::kName + "::wait awaited outside a shoal task");
-      if (f->cancelled()) {
-        cancelled = true;
-        return false;
-      }
-      const WaitStep step = wait_step(*this, f, h, core_->lock_, core_->waiters_,
-                                      [this](WaitSection&) { return core_->prim().take_locked(); });
-      if (step == WaitStep::suspended) return true;  // nothing may touch *this from here on
-      cancelled = step == WaitStep::cancelled;
-      if (cancelled || !consume_budget(f)) return false;
-      yield_from(f, h, this);  // went on without waiting: a schedule point once per budget
-      return true;
-    }
-    void await_resume() const {
-      if (cancelled) throw Cancelled{};
-    }
+    bool ready_locked() noexcept { return core_->prim().take_locked(); }
+    void await_resume() const { this->throw_if_cancelled(); }
 
    private:
     static task_type as_task(SignalCore* c) { co_await Awaiter(c); }
     SignalCore* core_;
   };
 
-  /// Blocks a plain thread until the condition holds; false at `deadline`.
-  bool wait_blocking_until(std::chrono::steady_clock::time_point deadline, bool timed) {
-    if (on_worker_thread()) {
-      throw std::logic_error(std::string("shoal::") + Prim::kName +
-                             "::wait_blocking: called on a runtime worker (it would block the worker; use co_await)");
-    }
-    struct ThreadWaiter final : Waiter {
-      using Waiter::Waiter;
-    } w(lock_);
-    ThreadWake wake;
-    if (wait_step_thread(w, wake, lock_, waiters_, [this](WaitSection&) { return prim().take_locked(); }) ==
-        WaitStep::done) {
-      return true;
-    }
-    if (timed && !wake.wait_until(deadline)) {
-      {
-        WaitSection sec(lock_);
-        if (w.is_linked()) {  // still queued: nobody claimed it, so it leaves with nothing
-          w.unlink_locked();
-          return false;
-        }
-      }
-      // Claimed as the deadline passed: the wake-up is ours. The waker still
-      // has to notify (after its unlock): wait for that before `wake` goes.
-      wake.wait();
-    } else if (!timed) {
-      wake.wait();
-    }
-    return true;
+  /// Waits.
+  /// Checkpoint: yes (a cancelled task throws, whatever the state); a wait
+  ///   that need not wait yields once per budget.
+  /// Cancellation: nothing was consumed. (Notify: a notification handed to
+  ///   the waiter at the moment it is cancelled wins: the wait returns.)
+  /// Thread-safety: any task; plain threads use wait_blocking.
+  /// Throws: Cancelled; std::logic_error outside a shoal task.
+  [[nodiscard]] Awaiter wait() noexcept { return Awaiter{this}; }
+
+  /// Blocks a plain thread until the wait would return.
+  /// Checkpoint: not applicable. Cancellation: none.
+  /// Thread-safety: plain threads and spawn_blocking functions, not a worker.
+  /// Throws: std::logic_error on a runtime worker.
+  void wait_blocking() {
+    (void)wait_level_blocking(lock_, waiters_, [this] { return prim().take_locked(); }, Prim::kBlockingName);
+  }
+  /// The same with a limit: false (nothing taken) if `d` passed first.
+  template <class Rep, class Period>
+  bool wait_blocking_for(std::chrono::duration<Rep, Period> d) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(d);
+    return wait_level_blocking(lock_, waiters_, [this] { return prim().take_locked(); }, Prim::kBlockingName, true,
+                               deadline);
   }
 
  protected:
@@ -137,7 +113,8 @@ class SignalCore {
 
 /// A one-shot event: once set, it stays set, and every wait, present or
 /// later, goes on. For "it happened" signals: shutdown requested, a server
-/// ready, a resource loaded.
+/// ready, a resource loaded. `co_await ev.wait()` (tasks) and
+/// `ev.wait_blocking()` / `wait_blocking_for(d)` (threads) wait until set.
 /// Thread-safety: every member, any task or thread.
 class Event : public detail::SignalCore<Event> {
  public:
@@ -155,29 +132,12 @@ class Event : public detail::SignalCore<Event> {
     return set_;
   }
 
-  /// Waits until the event is set.
-  /// Checkpoint: yes (a cancelled task throws even if the event is set); a
-  ///   set event yields once per budget.
-  /// Cancellation: nothing changes (the event is level: nothing is consumed).
-  /// Thread-safety: any task; plain threads use wait_blocking.
-  /// Throws: Cancelled; std::logic_error outside a shoal task.
-  [[nodiscard]] Awaiter wait() noexcept { return Awaiter{this}; }
-
-  /// Blocks a plain thread until the event is set.
-  /// Checkpoint: not applicable. Cancellation: none.
-  /// Thread-safety: plain threads and spawn_blocking functions, not a worker.
-  /// Throws: std::logic_error on a runtime worker.
-  void wait_blocking() { (void)wait_blocking_until({}, false); }
-  /// The same with a limit: false if the event was not set within `d`.
-  template <class Rep, class Period>
-  bool wait_blocking_for(std::chrono::duration<Rep, Period> d) {
-    return wait_blocking_until(std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(d), true);
-  }
-
  private:
   friend class detail::SignalCore<Event>;
   friend class detail::SignalCase<Event>;
   static constexpr const char* kName = "Event";
+  static constexpr const char* kWaitName = "shoal::Event::wait";
+  static constexpr const char* kBlockingName = "shoal::Event::wait_blocking";
   bool take_locked() noexcept { return set_; }
   bool set_ = false;  // guarded by lock_
 };
@@ -186,7 +146,8 @@ class Event : public detail::SignalCore<Event> {
 /// wakes one waiter, or, if nobody waits, leaves one permit that the next
 /// wait takes at once (so a notify that comes before the wait is not lost);
 /// permits do not add up. notify_all() wakes everyone waiting now and
-/// leaves no permit.
+/// leaves no permit. `co_await n.wait()` (tasks) and `n.wait_blocking()` /
+/// `wait_blocking_for(d)` (threads) take one notification.
 /// Thread-safety: every member, any task or thread.
 class Notify : public detail::SignalCore<Notify> {
  public:
@@ -204,31 +165,12 @@ class Notify : public detail::SignalCore<Notify> {
     (void)wake_locked(sec, SIZE_MAX);
   }
 
-  /// Waits for a notification: takes the permit if there is one.
-  /// Checkpoint: yes (a cancelled task throws and leaves the permit); taking
-  ///   a permit yields once per budget.
-  /// Cancellation: no notification was taken. A notification handed to the
-  ///   waiter at the moment it is cancelled wins: the wait returns normally.
-  /// Thread-safety: any task; plain threads use wait_blocking.
-  /// Throws: Cancelled; std::logic_error outside a shoal task.
-  [[nodiscard]] Awaiter wait() noexcept { return Awaiter{this}; }
-
-  /// Blocks a plain thread until notified.
-  /// Checkpoint: not applicable. Cancellation: none.
-  /// Thread-safety: plain threads and spawn_blocking functions, not a worker.
-  /// Throws: std::logic_error on a runtime worker.
-  void wait_blocking() { (void)wait_blocking_until({}, false); }
-  /// The same with a limit: false if no notification came within `d`
-  /// (nothing was taken).
-  template <class Rep, class Period>
-  bool wait_blocking_for(std::chrono::duration<Rep, Period> d) {
-    return wait_blocking_until(std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(d), true);
-  }
-
  private:
   friend class detail::SignalCore<Notify>;
   friend class detail::SignalCase<Notify>;
   static constexpr const char* kName = "Notify";
+  static constexpr const char* kWaitName = "shoal::Notify::wait";
+  static constexpr const char* kBlockingName = "shoal::Notify::wait_blocking";
   bool take_locked() noexcept { return std::exchange(permit_, false); }
   bool permit_ = false;  // guarded by lock_
 };
