@@ -200,9 +200,11 @@ SHOAL_TEST(WatchTest, CloseEndsAWaitingChanged) {
 SHOAL_TEST_SUITE(OneshotTest);
 
 SHOAL_TEST(OneshotTest, TheValueGoesFromTheSenderToTheReceiver) {
-  auto [tx, rx] = shoal::oneshot<std::unique_ptr<int>>();
+  auto ends = shoal::oneshot<std::unique_ptr<int>>();  // not a structured binding: clang 14 cannot capture one
+  auto& tx = ends.first;
+  auto& rx = ends.second;
   int got = 0;
-  co_await shoal::scope([&, tx = std::move(tx)](Scope& s) mutable -> Task<void> {
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
     s.spawn([&]() -> Task<void> { got = *co_await rx.recv(); });
     co_await shoal::sleep_for(1ms);
     EXPECT_TRUE(tx.send(std::make_unique<int>(7)));
@@ -211,8 +213,10 @@ SHOAL_TEST(OneshotTest, TheValueGoesFromTheSenderToTheReceiver) {
 }
 
 SHOAL_TEST(OneshotTest, ADroppedSenderGivesTheReceiverAClearError) {
-  auto [tx, rx] = shoal::oneshot<int>();
-  co_await shoal::scope([&, tx = std::move(tx)](Scope& s) mutable -> Task<void> {
+  auto ends = shoal::oneshot<int>();  // not a structured binding: clang 14 cannot capture one
+  auto& tx = ends.first;
+  auto& rx = ends.second;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
     s.spawn([&]() -> Task<void> {
       try {
         (void)co_await rx.recv();
@@ -227,7 +231,9 @@ SHOAL_TEST(OneshotTest, ADroppedSenderGivesTheReceiverAClearError) {
 }
 
 SHOAL_TEST(OneshotTest, SendToAGoneReceiverReportsIt) {
-  auto [tx, rx] = shoal::oneshot<int>();
+  auto ends = shoal::oneshot<int>();  // not a structured binding: clang 14 cannot capture one
+  auto& tx = ends.first;
+  auto& rx = ends.second;
   { auto gone = std::move(rx); }
   EXPECT_FALSE(tx.send(1));
   EXPECT_THROW(tx.send(2), std::logic_error) << "a second send was taken";
@@ -235,7 +241,9 @@ SHOAL_TEST(OneshotTest, SendToAGoneReceiverReportsIt) {
 }
 
 SHOAL_TEST(OneshotTest, ReceivingTwiceIsAnError) {
-  auto [tx, rx] = shoal::oneshot<int>();
+  auto ends = shoal::oneshot<int>();  // not a structured binding: clang 14 cannot capture one
+  auto& tx = ends.first;
+  auto& rx = ends.second;
   EXPECT_EQ(rx.try_recv(), std::nullopt);
   EXPECT_TRUE(tx.send(3));
   EXPECT_EQ(co_await rx.recv(), 3);
@@ -244,7 +252,9 @@ SHOAL_TEST(OneshotTest, ReceivingTwiceIsAnError) {
 
 TEST(OneshotBridge, APlainThreadReceivesATasksValue) {
   shoal::test::Watchdog dog(std::chrono::seconds(60), "oneshot bridge");
-  auto [tx, rx] = shoal::oneshot<int>();
+  auto ends = shoal::oneshot<int>();  // not a structured binding: clang 14 cannot capture one
+  auto& tx = ends.first;
+  auto& rx = ends.second;
   int got = 0;
   std::thread t([&, rx = std::move(rx)]() mutable { got = rx.recv_blocking(); });
   shoal::run([](shoal::OneshotSender<int> tx) -> Task<void> {

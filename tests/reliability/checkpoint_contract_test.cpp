@@ -641,7 +641,9 @@ TEST(CheckpointContract, ToolkitAwaitablesThrowInACancelledScopeWithoutSideEffec
   shoal::Watch<int> w(0);
   auto wrx = w.subscribe();
   w.send(1);
-  auto [tx, orx] = shoal::oneshot<int>();
+  auto ends = shoal::oneshot<int>();  // not a structured binding: clang 14 cannot capture one
+  auto& tx = ends.first;
+  auto& orx = ends.second;
   (void)tx.send(5);
   bool child_ran = false;
   int value = 9;

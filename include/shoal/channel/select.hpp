@@ -384,7 +384,7 @@ class [[nodiscard]] Select {
   bool visit(std::size_t i, F&& fn) {
     bool r = false;
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((i == I ? (r = fn(std::get<I>(cases_)), true) : false) || ...);
+      (void)((i == I ? (r = fn(std::get<I>(cases_)), true) : false) || ...);
     }(std::index_sequence_for<Cases...>{});
     return r;
   }
