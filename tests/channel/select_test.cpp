@@ -289,3 +289,76 @@ TEST(SelectStress, FourProducersOneCancelledConsumerLoseNothing) {
 }
 
 }  // namespace
+
+namespace {
+
+// Selecting and plain senders and receivers on a rendezvous channel and a
+// ring channel at once: selects win against plain waiters, against each
+// other, and against the lock-free ring's receivers; every value is
+// received exactly once.
+void mixed_stress(std::size_t workers, std::uint64_t seed) {
+  const long per = shoal::test::scaled(20'000, 2'000);
+  constexpr int kSenders = 4;  // 0, 1 plain (A, B); 2, 3 select (on_send A or B)
+  std::vector<std::atomic<std::uint8_t>> seen(static_cast<std::size_t>(per) * kSenders);
+  shoal::RuntimeOptions opts;
+  opts.workers = workers;
+  std::atomic<long> got{0};
+  shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
+    Channel<long> a(0), b(8);
+    const auto take = [&](long v) {
+      if (seen[static_cast<std::size_t>(v)].fetch_add(1) != 0) ADD_FAILURE() << "value " << v << " received twice";
+      got.fetch_add(1);
+    };
+    co_await shoal::scope([&](Scope& io) -> Task<void> {
+      co_await shoal::scope([&](Scope& senders) -> Task<void> {
+        for (int p = 0; p < kSenders; ++p) {
+          senders.spawn([&, p]() -> Task<void> {
+            for (long i = 0; i < per; ++i) {
+              long v = p * per + i;
+              if (p == 0) {
+                co_await a.send(v);
+              } else if (p == 1) {
+                co_await b.send(v);
+              } else {
+                (void)co_await shoal::select(shoal::on_send(a, v), shoal::on_send(b, v));
+              }
+            }
+          });
+        }
+        // Two selecting receivers and one plain receiver on each channel.
+        for (int r = 0; r < 2; ++r) {
+          io.spawn([&]() -> Task<void> {
+            for (;;) {
+              auto x = co_await shoal::select(shoal::on_recv(a), shoal::on_recv(b));
+              const auto& v = x.index() == 0 ? std::get<0>(x) : std::get<1>(x);
+              if (!v) break;  // one channel closed: drain the other plainly
+              take(*v);
+            }
+            while (auto v = co_await a.recv()) take(*v);
+            while (auto v = co_await b.recv()) take(*v);
+          });
+        }
+        io.spawn([&]() -> Task<void> {
+          while (auto v = co_await a.recv()) take(*v);
+        });
+        io.spawn([&]() -> Task<void> {
+          while (auto v = co_await b.recv()) take(*v);
+        });
+        co_return;
+      });
+      a.close();
+      b.close();
+    });
+    (void)s;
+  }), opts);
+  EXPECT_EQ(got.load(), per * kSenders) << "seed " << seed;
+  for (std::size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i].load(), 1) << "value " << i;
+}
+
+TEST(SelectStress, SelectingAndPlainSendersAndReceiversLoseNothing) {
+  shoal::test::Watchdog dog(std::chrono::seconds(300), "select mixed stress");
+  const std::uint64_t seed = shoal::test::test_seed("SelectStress.SelectingAndPlainSendersAndReceiversLoseNothing");
+  for (std::size_t workers : {1u, 4u}) mixed_stress(workers, seed + workers);
+}
+
+}  // namespace
