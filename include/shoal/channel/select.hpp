@@ -58,6 +58,8 @@ inline std::uint32_t select_random() noexcept {
 }
 
 // Every case type offers the same small interface to Select:
+//   int poll_fast()                without any lock: 1 completed, 0 not ready,
+//                                  -1 cannot tell without the lock
 //   SpinLock* lock()               the primitive's lock (null: none)
 //   bool poll_locked(WakeList&)    under all the select's locks: complete
 //                                  now if it can (true)
@@ -94,6 +96,15 @@ class ChannelCase : public Channel<T>::Waiter {
 
   SpinLock* lock() noexcept { return &this->ch->lock_; }
 
+  // A buffered channel's ring moves without the lock: try it first, so a
+  // select whose value is there takes no lock at all.
+  int poll_fast() noexcept {
+    Channel<T>& c = *this->ch;
+    if (!c.ring_) return -1;
+    if (!completed(this->sender ? c.ring_->try_push(*value_ptr()) : c.ring_->try_pop(slot_), true)) return 0;
+    after_unlock();
+    return 1;
+  }
   // Polling never links, so a select can never meet its own case as the
   // other side of an operation.
   bool poll_locked(WakeList& sec) noexcept {
@@ -181,6 +192,7 @@ class SignalCase final : public SelectCase {
   explicit SignalCase(Prim& p) noexcept : SelectCase(p.lock_), prim_(&p) {}
   SignalCase(SignalCase&& o) noexcept : SelectCase(o.prim_->lock_), prim_(o.prim_) {}
 
+  int poll_fast() noexcept { return -1; }
   SpinLock* lock() noexcept { return &prim_->lock_; }
   bool poll_locked(WakeList&) noexcept { return prim_->take_locked(); }
   bool link_locked(WakeList&, SelectClaim& claim, std::uint32_t index, TaskRecord* f) noexcept {
@@ -208,6 +220,7 @@ class DeadlineCase {
   explicit DeadlineCase(std::chrono::steady_clock::time_point at) noexcept : at_(at) {}
   DeadlineCase(DeadlineCase&& o) noexcept : at_(o.at_) {}
 
+  int poll_fast() noexcept { return -1; }
   SpinLock* lock() noexcept { return nullptr; }
   bool poll_locked(WakeList&) noexcept { return at_ <= clock_now(); }
   bool link_locked(WakeList&, SelectClaim& claim, std::uint32_t index, TaskRecord* f) noexcept {
@@ -282,7 +295,7 @@ class [[nodiscard]] Select {
       cancelled_ = true;
       return false;
     }
-    if (arm()) return true;  // parked: nothing may touch *this from here on
+    if (arm(detail::select_random() % N)) return true;  // parked: nothing may touch *this from here on
     if (won_ < 0 || !detail::consume_budget(f_)) return false;
     detail::yield_from(f_, h, this);  // completed without waiting: a schedule point once per budget
     return true;
@@ -298,13 +311,24 @@ class [[nodiscard]] Select {
   // One round: under every lock, try each case from a random start and link
   // it if it cannot complete; then park. True: parked. False: over (won_ is
   // the case that completed, or -1 when cancelled).
-  bool arm() noexcept {
+  bool arm(std::size_t first) noexcept {
+    // Lock-free first, in scan order, up to the first case that needs its
+    // lock; the locked scan below starts from the same case, so the order
+    // of preference is one scan's either way.
+    for (std::size_t k = 0; k < N; ++k) {
+      const std::size_t i = (first + k) % N;
+      const int r = visit_int(i, [](auto& c) { return c.poll_fast(); });
+      if (r > 0) {
+        won_ = static_cast<int>(i);
+        return false;
+      }
+      if (r < 0) break;
+    }
     detail::SpinLock* locks[N];
     std::size_t n = 0;
     for_each([&](auto& c, std::size_t) {
       if (detail::SpinLock* l = c.lock()) locks[n++] = l;
     });
-    const std::size_t first = detail::select_random() % N;
     int completed = -1;
     {
       detail::MultiSection sec(locks, n);
@@ -354,7 +378,7 @@ class [[nodiscard]] Select {
     } else if (w >= 0 && !s.f_->cancelled()) {
       s.claim_.reset();
       s.for_each([](auto& c, std::size_t) { c.reset(); });
-      if (s.arm()) return;  // parked again; the coroutine never saw the wake
+      if (s.arm(detail::select_random() % N)) return;  // parked again; the coroutine never saw the wake
     } else {
       s.won_ = -1;  // cancelled
     }
@@ -383,6 +407,14 @@ class [[nodiscard]] Select {
   template <class F>
   bool visit(std::size_t i, F&& fn) {
     bool r = false;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (void)((i == I ? (r = fn(std::get<I>(cases_)), true) : false) || ...);
+    }(std::index_sequence_for<Cases...>{});
+    return r;
+  }
+  template <class F>
+  int visit_int(std::size_t i, F&& fn) {
+    int r = 0;
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (void)((i == I ? (r = fn(std::get<I>(cases_)), true) : false) || ...);
     }(std::index_sequence_for<Cases...>{});
