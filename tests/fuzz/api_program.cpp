@@ -8,8 +8,13 @@
 // a fault, cancel an enclosing scope, a nested scope, spawn a sibling, start a
 // sibling and await its JoinHandle, a deadline (with_timeout or
 // move_on_after; zero, tiny or long), shielded, a select (a receive case on
-// each of two channels, possibly the same one, and a notification case) and
-// a notify_one of the run's Notify.
+// each of two channels, possibly the same one, and a notification case), a
+// notify_one of the run's Notify, and the run's Broadcast (capacity 3) and
+// Watch: send, and receive / wait for a change through a receiver each task
+// makes at its first use. The model knows every value those hold (the
+// executor runs one step at a time), so each receive is checked exactly:
+// the next value in order, or a lag that lands on the oldest value kept, or
+// the end; a change is the latest version.
 //
 // The model. Each value sent is a fresh attempt id, so conservation (every
 // successful send received exactly once or drained at the end, a failed send
@@ -100,12 +105,17 @@ enum class OpKind : std::uint8_t {
   start_join,
   select_recv,
   notify,
+  bcast_send,
+  bcast_recv,
+  watch_send,
+  watch_changed,
 };
-constexpr int kOpKinds = 17;
+constexpr int kOpKinds = 21;
 constexpr const char* kOpNames[kOpKinds] = {"send",         "recv",        "try_send", "try_recv", "close",
                                             "is_closed",    "checkpoint",  "sleep_for(0)", "fault",
                                             "cancel_scope", "scope",       "spawn",    "deadline", "shielded",
-                                            "start+join",   "select",      "notify"};
+                                            "start+join",   "select",      "notify",   "broadcast send",
+                                            "broadcast recv", "watch send", "watch changed"};
 
 struct Op {
   OpKind kind = OpKind::checkpoint;
@@ -347,9 +357,10 @@ struct Node {  // a cancel node: a scope, a deadline frame or a shield
   Clock::time_point tiny_deadline{};  // exact: the clock stands still while tasks run
 };
 
-enum class Wait : std::uint8_t { spawned, running, send, recv, yield, join, join_child, done, select };
+enum class Wait : std::uint8_t { spawned, running, send, recv, yield, join, join_child, done, select, bcast, watch };
 constexpr const char* kWaitNames[] = {"spawned, not started", "running", "send", "recv", "yield",
-                                      "join", "await JoinHandle of", "done", "select"};
+                                      "join", "await JoinHandle of", "done", "select", "broadcast recv",
+                                      "watch changed"};
 
 struct FiberModel {
   Wait wait = Wait::spawned;
@@ -463,6 +474,17 @@ class Run {
   Notify poke;            // select's notification case
   long notifies = 0;      // notify_one calls
   long notified = 0;      // selects that ended through the notification case
+  static constexpr std::size_t kBcastCap = 3;
+  Broadcast<std::uint32_t> bcast{kBcastCap};
+  std::uint32_t bcast_sent = 0;  // values 0, 1, ... sent so far
+  bool bcast_closed = false;
+  std::map<int, std::unique_ptr<Broadcast<std::uint32_t>::Receiver>> bcast_rx;  // per fiber
+  std::map<int, std::uint32_t> bcast_next;  // the model's next value for each fiber's receiver
+  Watch<std::uint32_t> watch{0};
+  std::uint32_t watch_version = 0;  // the value is the version
+  bool watch_closed = false;
+  std::map<int, std::unique_ptr<Watch<std::uint32_t>::Receiver>> watch_rx;
+  std::map<int, std::uint32_t> watch_seen;
   std::vector<ChannelModel> chans;
   std::vector<Node> nodes;
   std::vector<FiberModel> fibers;
@@ -894,6 +916,21 @@ class Run {
             fail("stuck: f%d's JoinHandle await was not woken by the cancellation of its context", id);
           }
           break;
+        case Wait::bcast:
+          if (cancelled(f.node) == Tri::yes) fail("stuck: f%d's broadcast recv was not woken by its cancellation", id);
+          if (bcast_closed) fail("stuck: f%d's broadcast recv was not woken by close()", id);
+          if (bcast_next.at(id) != bcast_sent) {
+            fail("stuck: f%d's broadcast recv waits although value %u is there", id, bcast_next.at(id));
+          }
+          break;
+        case Wait::watch:
+          if (cancelled(f.node) == Tri::yes) fail("stuck: f%d's watch changed was not woken by its cancellation", id);
+          if (watch_closed) fail("stuck: f%d's watch changed was not woken by close()", id);
+          if (watch_seen.at(id) != watch_version) {
+            fail("stuck: f%d's watch changed waits although version %u is newer than %u", id, watch_version,
+                 watch_seen.at(id));
+          }
+          break;
         case Wait::select:
           // A receive on each channel, each of which must be able to wait forever.
           for (int c : {f.ch, f.ch2}) {
@@ -948,6 +985,10 @@ class Run {
       if (throwing[c]) throwing[c]->close();
       chans[c].closed = true;
     }
+    bcast.close();
+    bcast_closed = true;
+    watch.close();
+    watch_closed = true;
   }
 
   // ---- the end ----
@@ -1097,6 +1138,87 @@ Task<void> do_select(Run* r, int c1, int c2, Ctx ctx) {
     co_return;
   }
   r->received(c, *got, ctx.fiber, false);
+}
+
+// A broadcast receive through this fiber's receiver (subscribed at its
+// first use: it sees what is sent from then on).
+Task<void> do_bcast_recv(Run* r, Ctx ctx) {
+  auto& rx = r->bcast_rx[ctx.fiber];
+  if (!rx) {
+    rx = std::make_unique<Broadcast<std::uint32_t>::Receiver>(r->bcast.subscribe());
+    r->bcast_next[ctx.fiber] = r->bcast_sent;
+  }
+  r->begin_wait(ctx, Wait::bcast, -1, false);
+  std::optional<BroadcastResult<std::uint32_t>> got;
+  std::exception_ptr cancel;
+  try {
+    got = co_await rx->recv();
+  } catch (const Cancelled&) {
+    cancel = std::current_exception();
+  } catch (...) {
+    r->fail("broadcast recv threw %s", what_of(std::current_exception()).c_str());
+  }
+  r->end_wait(ctx);
+  if (cancel) {
+    r->saw_cancelled(ctx, "broadcast recv");
+    std::rethrow_exception(cancel);
+  }
+  std::uint32_t& next = r->bcast_next[ctx.fiber];
+  const std::uint32_t oldest = r->bcast_sent > Run::kBcastCap ? r->bcast_sent - static_cast<std::uint32_t>(Run::kBcastCap) : 0;
+  if (got->lagged()) {
+    r->trace("f%d broadcast recv: lagged by %llu", ctx.fiber, static_cast<unsigned long long>(got->missed()));
+    if (next >= oldest || next + got->missed() != oldest) {
+      r->fail("f%d: broadcast lag of %llu from %u, but the oldest value kept is %u", ctx.fiber,
+              static_cast<unsigned long long>(got->missed()), next, oldest);
+    }
+    next = oldest;
+  } else if (got->closed()) {
+    r->trace("f%d broadcast recv: closed", ctx.fiber);
+    if (!r->bcast_closed) r->fail("f%d: broadcast recv reported closed, but it is open", ctx.fiber);
+    if (next != r->bcast_sent) r->fail("f%d: broadcast closed with value %u still unread", ctx.fiber, next);
+  } else {
+    r->trace("f%d broadcast recv: %u", ctx.fiber, **got);
+    if (next < oldest) r->fail("f%d: broadcast gave %u although value %u was overwritten (no lag)", ctx.fiber, **got, next);
+    if (**got != next) r->fail("f%d: broadcast gave %u, the next value for it is %u", ctx.fiber, **got, next);
+    ++next;
+  }
+}
+
+// A wait for a newer watch value through this fiber's receiver (made at its
+// first use, having seen the value of that moment).
+Task<void> do_watch_changed(Run* r, Ctx ctx) {
+  auto& rx = r->watch_rx[ctx.fiber];
+  if (!rx) {
+    rx = std::make_unique<Watch<std::uint32_t>::Receiver>(r->watch.subscribe());
+    r->watch_seen[ctx.fiber] = r->watch_version;
+  }
+  r->begin_wait(ctx, Wait::watch, -1, false);
+  bool changed = false;
+  std::exception_ptr cancel;
+  try {
+    changed = co_await rx->changed();
+  } catch (const Cancelled&) {
+    cancel = std::current_exception();
+  } catch (...) {
+    r->fail("watch changed threw %s", what_of(std::current_exception()).c_str());
+  }
+  r->end_wait(ctx);
+  if (cancel) {
+    r->saw_cancelled(ctx, "watch changed");
+    std::rethrow_exception(cancel);
+  }
+  std::uint32_t& seen = r->watch_seen[ctx.fiber];
+  if (!changed) {
+    r->trace("f%d watch changed: closed", ctx.fiber);
+    if (!r->watch_closed) r->fail("f%d: watch changed returned false, but the watch is open", ctx.fiber);
+    if (seen != r->watch_version) r->fail("f%d: watch closed before it saw version %u", ctx.fiber, r->watch_version);
+    co_return;
+  }
+  const std::uint32_t v = rx->get();
+  r->trace("f%d watch changed: %u", ctx.fiber, v);
+  if (seen == r->watch_version) r->fail("f%d: watch changed with nothing newer than %u", ctx.fiber, seen);
+  if (v != r->watch_version) r->fail("f%d: watch shows %u, the latest is %u", ctx.fiber, v, r->watch_version);
+  seen = v;
 }
 
 template <class T>
@@ -1574,6 +1696,30 @@ Task<void> run_list(Run* r, int list, Ctx ctx) {
         r->trace("f%d notifies", ctx.fiber);
         ++r->notifies;
         r->poke.notify_one();
+        break;
+      case OpKind::bcast_send: {
+        const std::size_t to = r->bcast.send(r->bcast_sent);
+        r->trace("f%d broadcasts %u to %zu", ctx.fiber, r->bcast_sent, to);
+        if (r->bcast_closed) {
+          if (to != 0) r->fail("a closed broadcast took value %u", r->bcast_sent);
+        } else {
+          if (to != r->bcast_rx.size()) r->fail("broadcast send reached %zu receivers; %zu exist", to, r->bcast_rx.size());
+          if (to != 0) ++r->bcast_sent;  // with nobody subscribed the value is dropped
+        }
+        break;
+      }
+      case OpKind::bcast_recv:
+        co_await do_bcast_recv(r, ctx);
+        break;
+      case OpKind::watch_send: {
+        const bool took = r->watch.send(r->watch_version + 1);
+        r->trace("f%d watch send %u: %s", ctx.fiber, r->watch_version + 1, took ? "taken" : "closed");
+        if (took == r->watch_closed) r->fail("watch send: took %d, but the watch is %s", took, r->watch_closed ? "closed" : "open");
+        if (took) ++r->watch_version;
+        break;
+      }
+      case OpKind::watch_changed:
+        co_await do_watch_changed(r, ctx);
         break;
     }
   }

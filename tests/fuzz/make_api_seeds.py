@@ -6,19 +6,21 @@ The byte format (decoded by api_program.cpp; a missing byte reads as 0):
   deadlock is ended by cancelling the root scope first; one byte per channel:
   capacity = [0, 1, 2, 3, 4, 8][b % 6], bit 7: a value type whose move may throw.
   block: b (children = b % 4, bit 7: Task<int> body), the children's lists, the body's list.
-  list: b (length = b % 9), then per op: kind byte (% 17) and operand byte; a
+  list: b (length = b % 9), then per op: kind byte (% 21) and operand byte; a
   scope op is followed by its block, spawn/deadline/shielded/start+join by their list.
 Operands: channel = arg % channels; cancel_scope: levels up = arg % 3; scope and
 deadline: bit 3 catches faults; deadline: bit 0 with_timeout (else
 move_on_after), bits 1-2: 1 tiny, 2 long, else zero; select: a recv on
 channel arg % channels and one on (arg / 16 + that) % channels, and the run's
-Notify; notify: notify_one of that Notify.
+Notify; notify: notify_one of that Notify; broadcast send/recv and watch
+send/changed use the run's Broadcast (capacity 3) and Watch.
 """
 import os
 import sys
 
 (SEND, RECV, TRY_SEND, TRY_RECV, CLOSE, IS_CLOSED, CHECKPOINT, SLEEP0, FAULT,
- CANCEL_SCOPE, SCOPE, SPAWN, DEADLINE, SHIELDED, START_JOIN, SELECT, NOTIFY) = range(17)
+ CANCEL_SCOPE, SCOPE, SPAWN, DEADLINE, SHIELDED, START_JOIN, SELECT, NOTIFY,
+ BCAST_SEND, BCAST_RECV, WATCH_SEND, WATCH_CHANGED) = range(21)
 CAPS = [0, 1, 2, 3, 4, 8]
 
 
@@ -145,6 +147,16 @@ SEEDS = {
     "select-same-channel-twice": program(27, [(0, False)], block(
         [ops((SEND, 0), (SEND, 0)), ops((CHECKPOINT, 0), (CLOSE, 0))],
         ops((SELECT, 0), (SELECT, 0), (SELECT, 0)))),
+    # Broadcast: two receivers, one reading as values come, one lagging behind the capacity of 3.
+    "broadcast-lag": program(28, [(1, False)], block(
+        [ops((BCAST_RECV, 0), (BCAST_RECV, 0), (BCAST_RECV, 0), (BCAST_RECV, 0)),
+         ops((BCAST_RECV, 0), (SLEEP0, 0), (SLEEP0, 0), (BCAST_RECV, 0), (BCAST_RECV, 0))],
+        ops((CHECKPOINT, 0), (BCAST_SEND, 0), (BCAST_SEND, 0), (BCAST_SEND, 0), (BCAST_SEND, 0),
+            (BCAST_SEND, 0), (BCAST_SEND, 0), (CHECKPOINT, 0), (BCAST_SEND, 0)))),
+    # Watch: waiters see the latest version; a cancel cuts one off.
+    "watch-latest": program(29, [(1, False)], block(
+        [ops((WATCH_CHANGED, 0), (WATCH_CHANGED, 0)), ops((WATCH_CHANGED, 0), (CANCEL_SCOPE, 0))],
+        ops((CHECKPOINT, 0), (WATCH_SEND, 0), (WATCH_SEND, 0), (SLEEP0, 0), (WATCH_SEND, 0)))),
     # Every operation once, on four channels of different kinds.
     "every-op": program(21, [(0, False), (1, False), (4, False), (2, True)], block(
         [ops((SEND, 2), (SEND, 3), (RECV, 0), (TRY_RECV, 1), (IS_CLOSED, 2)),
