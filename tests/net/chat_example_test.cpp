@@ -100,9 +100,15 @@ SHOAL_TEST(ChatExampleTest, ShutdownTellsEveryoneAndEndsEveryConnection) {
   co_await with_chat({}, [](Address addr, shoal::Event& shutdown) -> Task<void> {
     std::vector<Client> clients;
     for (const char* nick : {"a", "b", "c", "d"}) clients.push_back(co_await join(addr, nick));
-    // Everyone has joined once the last one sees its own notice.
-    for (;;) {
-      if (co_await next(clients.back()) == "* d joined") break;
+    // Each is in the room once it sees its own join notice (its handler
+    // subscribes before it posts it; the handlers run concurrently).
+    const char* nicks[] = {"a", "b", "c", "d"};
+    for (std::size_t i = 0; i < clients.size(); ++i) {
+      const std::string mine = std::string("* ") + nicks[i] + " joined";
+      std::string line;
+      while ((line = co_await next(clients[i])) != mine) {
+        SHOAL_CO_ASSERT(line != "(eof)");
+      }
     }
     const auto t0 = shoal::now();
     shutdown.set();

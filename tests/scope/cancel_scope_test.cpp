@@ -61,22 +61,26 @@ SHOAL_TEST(CancelScopeTest, CancelledBeforeRunStartsCancelled) {
   EXPECT_TRUE(cs.cancelled_caught());
 }
 
-SHOAL_TEST(CancelScopeTest, TheDeadlineCanBeMovedLaterAndEarlierWhileItRuns) {
-  shoal::CancelScope cs(shoal::now() + 20ms);
-  const auto t0 = shoal::now();
-  co_await shoal::scope([&](Scope& s) -> Task<void> {
-    s.spawn([&]() -> Task<void> {
-      co_await shoal::sleep_for(5ms);
-      cs.set_deadline(shoal::now() + 1h);  // later: the first deadline no longer applies
-      co_await shoal::sleep_for(40ms);
-      EXPECT_FALSE(cs.cancel_called()) << "the moved deadline still fired";
-      cs.set_deadline(shoal::now() + 10ms);  // earlier again
+// On the simulated clock, so the times are exact whatever the load.
+TEST(CancelScopeSimulated, TheDeadlineCanBeMovedLaterAndEarlierWhileItRuns) {
+  shoal::test::Watchdog dog(std::chrono::seconds(60), "cancel scope deadline");
+  shoal::run([]() -> Task<void> {
+    shoal::CancelScope cs(shoal::now() + 20ms);
+    const auto t0 = shoal::now();
+    co_await shoal::scope([&](Scope& s) -> Task<void> {
+      s.spawn([&]() -> Task<void> {
+        co_await shoal::sleep_for(5ms);
+        cs.set_deadline(shoal::now() + 1h);  // later: the first deadline no longer applies
+        co_await shoal::sleep_for(40ms);
+        EXPECT_FALSE(cs.cancel_called()) << "the moved deadline still fired";
+        cs.set_deadline(shoal::now() + 10ms);  // earlier again
+      });
+      auto r = co_await cs.run(sleep_then(1h, 1));
+      EXPECT_FALSE(r.has_value());
     });
-    auto r = co_await cs.run(sleep_then(1h, 1));
-    EXPECT_FALSE(r.has_value());
-  });
-  EXPECT_GE(shoal::now() - t0, 55ms);
-  EXPECT_TRUE(cs.cancelled_caught());
+    EXPECT_EQ(shoal::now() - t0, 55ms);
+    EXPECT_TRUE(cs.cancelled_caught());
+  }(), shoal::RuntimeOptions::simulated(1));
 }
 
 SHOAL_TEST(CancelScopeTest, ASecondRunIsAnError) {
@@ -144,11 +148,13 @@ SHOAL_TEST(JoinHandleCancelTest, CancellingOneChildLeavesItsSiblingsAndTheScopeR
 
 SHOAL_TEST(JoinHandleCancelTest, TheCancelReachesScopesTheChildEntered) {
   bool inner_cancelled = false;
+  shoal::Event inside;
   co_await shoal::scope([&](Scope& s) -> Task<void> {
     auto h = s.start([&]() -> Task<void> {
       co_await shoal::scope([&](Scope& inner) -> Task<void> {
         inner.spawn([&]() -> Task<void> {
           try {
+            inside.set();
             co_await shoal::sleep_for(1h);
           } catch (const shoal::Cancelled&) {
             inner_cancelled = true;
@@ -158,7 +164,7 @@ SHOAL_TEST(JoinHandleCancelTest, TheCancelReachesScopesTheChildEntered) {
         co_await shoal::sleep_for(1h);
       });
     });
-    co_await shoal::sleep_for(1ms);
+    co_await inside.wait();  // the child is in its inner scope
     h.cancel();
     EXPECT_THROW(co_await h, shoal::ChildCancelled);
   });
