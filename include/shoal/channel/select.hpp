@@ -324,7 +324,7 @@ class [[nodiscard]] Select {
       }
       if (r < 0) break;
     }
-    detail::SpinLock* locks[N];
+    detail::SpinLock* locks[N] = {};
     std::size_t n = 0;
     for_each([&](auto& c, std::size_t) {
       if (detail::SpinLock* l = c.lock()) locks[n++] = l;
@@ -387,7 +387,7 @@ class [[nodiscard]] Select {
   }
 
   void disarm_all() noexcept {
-    detail::SpinLock* locks[N];
+    detail::SpinLock* locks[N] = {};
     std::size_t n = 0;
     for_each([&](auto& c, std::size_t) {
       if (detail::SpinLock* l = c.lock()) locks[n++] = l;
