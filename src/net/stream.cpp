@@ -20,6 +20,7 @@
 
 namespace shoal::detail::sys {
 Accept4 accept4 = ::accept4;
+Poll poll = ::poll;
 }  // namespace shoal::detail::sys
 
 namespace shoal::net {
@@ -171,7 +172,7 @@ bool StreamOp::attempt(IoOp& base) noexcept {
   if (op.woken()) return true;  // a readable edge (or a hang-up) woke us: no poll
   for (;;) {
     pollfd p{fd, POLLIN, 0};  // sockets and pipes alike; no data is consumed
-    const int n = ::poll(&p, 1, 0);
+    const int n = sys::poll(&p, 1, 0);
     if (n < 0 && errno == EINTR) continue;
     return n != 0;  // data, the end of the stream, or an error the read will report
   }
@@ -221,7 +222,10 @@ StreamCall<void> Stream::write_all(std::span<const std::byte> buf) {
 }
 
 StreamCall<void> Stream::wait_readable() {
-  return StreamCall<void>(source(io::readable | io::writable), Kind::wait_readable, nullptr, 0, idle_timeout_);
+  // A first wait registers the fd without assuming it readable: the
+  // registration itself reports data already there (an epoll add queues a
+  // ready fd; poll is level-triggered), so no poll(2) is needed to find out.
+  return StreamCall<void>(source(io::writable), Kind::wait_readable, nullptr, 0, idle_timeout_);
 }
 
 void Stream::shutdown(Shutdown how) {
