@@ -1,7 +1,6 @@
 // System calls the networking code makes through a seam, so a test can count
 // or fail them (the EMFILE test counts accept attempts; the stream tests count
-// readiness polls). Set before a
-// runtime starts; never changed while one runs.
+// readiness polls). Set before a runtime starts; never changed while one runs.
 #pragma once
 
 #include <poll.h>
