@@ -70,7 +70,7 @@ void io_deregister(IoSource* s) noexcept {
   core->driver->io_release(s);
 }
 
-IoSource* IoSlot::get_slow(int fd, std::uint32_t ready) {
+IoSource* IoSlot::get_slow(int fd, std::uint32_t ready, bool* registered) {
   SpinWait wait;
   for (;;) {
     std::uintptr_t v = v_.load(std::memory_order_acquire);
@@ -84,6 +84,7 @@ IoSource* IoSlot::get_slow(int fd, std::uint32_t ready) {
         throw;
       }
       v_.store(reinterpret_cast<std::uintptr_t>(s), std::memory_order_release);
+      if (registered != nullptr) *registered = true;
       return s;
     }
     wait.pause();  // the other side is inside io_register: microseconds
@@ -176,6 +177,7 @@ bool IoOp::run(TaskRecord* f) noexcept {
     }
     if (wait(f)) return false;
     if (wait_ended()) break;
+    woken_ = true;  // the bit was seen clear, and the wait's re-check found it set: an event
   }
   release_limit();
   return true;

@@ -73,9 +73,9 @@ void Stream::close() noexcept {
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
 }
 
-IoSource* Stream::source(std::uint32_t ready_hint) {
+IoSource* Stream::source(std::uint32_t ready_hint, bool* registered) {
   if (fd_ < 0) throw std::logic_error("shoal::net::Stream: used after close (or moved from)");
-  return src_.get(fd_, ready_hint);
+  return src_.get(fd_, ready_hint, registered);
 }
 
 namespace {
@@ -112,9 +112,11 @@ namespace shoal::detail {
 
 // An empty buffer moves nothing and never waits (cached readiness would
 // otherwise make it wait for an edge); it is still a checkpoint.
-StreamOp::StreamOp(IoSource* s, Kind kind, const void* data, std::size_t size, std::chrono::milliseconds limit) noexcept
+StreamOp::StreamOp(IoSource* s, Kind kind, const void* data, std::size_t size, std::chrono::milliseconds limit,
+                   bool fresh) noexcept
     : IoOp(s, net::interest_of(kind), size == 0 && kind != Kind::wait_readable ? nullptr : &StreamOp::attempt, limit),
       kind_(kind),
+      fresh_(fresh),
       data_(static_cast<std::byte*>(const_cast<void*>(data))),
       size_(size) {}
 
@@ -169,7 +171,10 @@ bool StreamOp::attempt(IoOp& base) noexcept {
     case Kind::wait_readable:
       break;
   }
-  if (op.woken()) return true;  // a readable edge (or a hang-up) woke us: no poll
+  // An event set the bit (a wake, or the bit of a source this wait
+  // registered without assuming it readable): no poll. Otherwise the bit
+  // may be an assumption, or left by a read that took everything.
+  if (op.woken() || op.fresh_) return true;
   for (;;) {
     pollfd p{fd, POLLIN, 0};  // sockets and pipes alike; no data is consumed
     const int n = sys::poll(&p, 1, 0);
@@ -225,7 +230,11 @@ StreamCall<void> Stream::wait_readable() {
   // A first wait registers the fd without assuming it readable: the
   // registration itself reports data already there (an epoll add queues a
   // ready fd; poll is level-triggered), so no poll(2) is needed to find out.
-  return StreamCall<void>(source(io::writable), Kind::wait_readable, nullptr, 0, idle_timeout_);
+  // The driver may deliver that event before the wait first looks: `fresh`
+  // says the bit is then still the registration's report.
+  bool fresh = false;
+  IoSource* s = source(io::writable, &fresh);
+  return StreamCall<void>(s, Kind::wait_readable, nullptr, 0, idle_timeout_, fresh);
 }
 
 void Stream::shutdown(Shutdown how) {

@@ -26,18 +26,19 @@ class IoSlot {
   }
   IoSlot(const IoSlot&) = delete;
   IoSlot& operator=(const IoSlot&) = delete;
-  /// The source, registering `fd` with `ready` at the first call (see io_register).
-  IoSource* get(int fd, std::uint32_t ready) {
+  /// The source, registering `fd` with `ready` at the first call (see
+  /// io_register); `*registered`, if given, is set when this call did.
+  IoSource* get(int fd, std::uint32_t ready, bool* registered = nullptr) {
     const std::uintptr_t v = v_.load(std::memory_order_acquire);
     if (v > kRegistering) return reinterpret_cast<IoSource*>(v);
-    return get_slow(fd, ready);
+    return get_slow(fd, ready, registered);
   }
   /// Deregisters the source if there is one (before the fd is closed).
   void release() noexcept;
 
  private:
   static constexpr std::uintptr_t kRegistering = 1;
-  IoSource* get_slow(int fd, std::uint32_t ready);
+  IoSource* get_slow(int fd, std::uint32_t ready, bool* registered);
   std::atomic<std::uintptr_t> v_{0};
 };
 

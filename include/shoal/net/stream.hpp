@@ -20,7 +20,10 @@ namespace shoal::detail {
 class StreamOp : public IoOp {
  public:
   enum class Kind : std::uint8_t { read_some, read_exact, write_some, write_all, wait_readable };
-  StreamOp(IoSource* s, Kind kind, const void* data, std::size_t size, std::chrono::milliseconds limit) noexcept;
+  /// `fresh`: this operation registered the source (its readable bit can
+  /// only have come from an event).
+  StreamOp(IoSource* s, Kind kind, const void* data, std::size_t size, std::chrono::milliseconds limit,
+           bool fresh = false) noexcept;
   StreamOp(StreamOp&& o) noexcept = default;
   /// After the await: the bytes moved, or the operation's error thrown.
   std::size_t finish();
@@ -30,6 +33,7 @@ class StreamOp : public IoOp {
   std::int16_t err_ = 0;  // errno, or kEndOfStream (these three first: they fill IoOp's tail)
   Kind kind_;
   bool pipe_ = false;  // send said ENOTSOCK: write(2) from then on
+  bool fresh_;
   std::byte* data_;
   std::size_t size_;
   std::size_t done_ = 0;
@@ -177,7 +181,7 @@ class Stream {
  private:
   friend Task<Stream> connect(Address address, std::chrono::milliseconds timeout);
   static Task<Stream> connect_now(Address address);
-  detail::IoSource* source(std::uint32_t ready_hint);
+  detail::IoSource* source(std::uint32_t ready_hint, bool* registered = nullptr);
   int fd_ = -1;
   detail::IoSlot src_;  // registered at the first operation
   std::chrono::milliseconds idle_timeout_{0};
