@@ -73,6 +73,7 @@ Scheduler::Scheduler(RuntimeOptions options)
       auto w = std::make_unique<Worker>();
       w->sched = this;
       w->index = i;
+      w->slot = i < TaskRecord::kNoWorker ? static_cast<std::uint8_t>(i) : TaskRecord::kNoWorker;
       w->rng.seed(static_cast<unsigned>(i * 7919 + 17));
       workers_.push_back(std::move(w));
     }
@@ -125,6 +126,23 @@ void Scheduler::pin_to_current_worker(TaskRecord* f) noexcept {
   Worker* w = tls_worker;
   if (det_ || w == nullptr || w->sched != this) return;
   f->flags |= static_cast<std::uint32_t>(w->index + 1) << TaskRecord::kPinShift;
+}
+
+bool Scheduler::migrate(TaskRecord* f, std::uint8_t slot) noexcept {
+  Worker* w = tls_worker;
+  const bool soft = (f->flags & TaskRecord::kSoftPin) != 0;
+  if (det_ || w == nullptr || w->sched != this || slot >= workers_.size() || slot == w->index ||
+      (pin_of(f) != 0 && !soft)) {
+    return false;
+  }
+  // Pinned there until its next wait (link_home clears it): stealing the
+  // contenders back apart would only make them contend again. Through the
+  // target's pinned inbox, which it drains first.
+  f->flags = (f->flags & ((1u << TaskRecord::kPinShift) - 1)) | TaskRecord::kSoftPin |
+             (static_cast<std::uint32_t>(slot + 1) << TaskRecord::kPinShift);
+  Worker& to = *workers_[slot];
+  if (to.pinned.push_remote(f)) unpark(to);
+  return true;
 }
 
 void Scheduler::push_pinned_remote(TaskRecord* f) noexcept {
@@ -382,6 +400,7 @@ void Scheduler::run_woken(Worker& w) noexcept {
 void Scheduler::run_task(Worker& w, TaskRecord* f) noexcept {
   tls_record = f;
   f->budget = kBudget;
+  f->worker = w.slot;
   w.polls.store(w.polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // only w writes it
   f->resume.resume();
   tls_record = nullptr;

@@ -32,6 +32,7 @@ namespace shoal::detail {
 struct Worker {
   Scheduler* sched = nullptr;
   std::size_t index = 0;
+  std::uint8_t slot = TaskRecord::kNoWorker;  // index as a task records it (kNoWorker past 254)
   StealQueue<TaskRecord*> local;
   TaskRecord* lifo = nullptr;  // owner only
   PinnedLane pinned;      // spawn_local tasks: never stolen
@@ -73,6 +74,11 @@ class Scheduler {
   /// one after the workers' (any other thread).
   std::size_t timer_shard() const noexcept;
   void pin_to_current_worker(TaskRecord* f) noexcept;
+  /// Moves `f` (suspended, not pinned, not queued anywhere) to run next on
+  /// the worker whose slot is `slot`, from another worker of this runtime.
+  /// False (nothing done) where that cannot be: off a worker, on the
+  /// deterministic executor, a pinned task, an unknown slot.
+  bool migrate(TaskRecord* f, std::uint8_t slot) noexcept;
   std::size_t worker_count() const noexcept { return workers_.size(); }
 
   void add_root(CancelNode* n);

@@ -11,6 +11,7 @@
 #include "shoal/sync/detail/sync_ops.hpp"
 #include "shoal/detail/thread_wake.hpp"
 #include "shoal/detail/wait_queue.hpp"
+#include "src/runtime/scheduler.hpp"
 
 namespace shoal::detail {
 
@@ -20,7 +21,7 @@ PermitWaiter::PermitWaiter(PermitCore& c) noexcept : Waiter(c.mu_), core(c) {}
 void PermitWaiter::left_locked() noexcept { core.clear_if_empty_locked(); }
 
 PermitCore::PermitCore(std::uint32_t permits, std::string what)
-    : state_(permits), permits_(permits), what_(std::move(what)) {}
+    : permits_(permits), what_(std::move(what)), state_(permits) {}
 
 PermitCore::~PermitCore() {
   std::uint64_t s = state_.load(std::memory_order_acquire);
@@ -45,6 +46,16 @@ bool PermitCore::spin_acquire(std::uint32_t n) noexcept {
     if ((s & kCountMask) >= n && try_acquire(n)) return true;
   }
   return false;
+}
+
+bool PermitCore::move_to_holder(TaskRecord* f, std::coroutine_handle<> h) noexcept {
+  const std::uint8_t to = holder_worker.load(std::memory_order_relaxed);
+  if (to == TaskRecord::kNoWorker || to == f->worker || f->sched == nullptr) return false;
+  // Held exclusively right now, and barging allowed (fair mode hands over in
+  // queue order instead).
+  if (holder.load(std::memory_order_relaxed) == 0 || (state_.load(std::memory_order_relaxed) & kFair) != 0) return false;
+  f->resume = h;
+  return f->sched->migrate(f, to);
 }
 
 bool PermitCore::take_or_mark_locked(std::uint32_t n) noexcept {
@@ -116,11 +127,16 @@ bool PermitCore::Awaiter::suspend(TaskRecord* f, std::coroutine_handle<> h) {
     schedule_yield(f);
     return true;  // resumes idle: the caller tries again
   }
-  if (core_.try_acquire(w_.n) || core_.spin_acquire(w_.n)) {
+  if (core_.try_acquire(w_.n)) {
     w_.state = PermitWaiter::State::granted;
     return false;
   }
   if (since_ == 0) since_ = coarse_now();
+  if (core_.move_to_holder(f, h)) return true;  // retries there: nothing may touch *this
+  if (core_.spin_acquire(w_.n)) {
+    w_.state = PermitWaiter::State::granted;
+    return false;
+  }
   w_.since = since_;
   const WaitStep step = wait_step(
       w_, f, h, core_.mu_, core_.waiters_,

@@ -3,6 +3,7 @@
 // waiting, fairness, blocking forms for plain threads, fail-closed
 // destruction.
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <optional>
 #include <stdexcept>
@@ -242,6 +243,37 @@ SHOAL_TEST(MutexTest, ALockCallGoesWhereATaskGoes) {
   Task<const int&> t = shoal::once_do(once, [] { return 10; });
   EXPECT_EQ(co_await std::move(t), 10);
   EXPECT_EQ(ran.load(), 2);
+}
+
+// Tasks on one worker never contend (a plain body cannot suspend), so a task
+// that loses to a holder on another worker moves there instead of queueing,
+// and stays until its next wait: the contenders gather, and later calls find
+// the lock free. Counted through the slow path's frame: one per contended
+// call, and one per budget yield (every 127 calls) that every run pays.
+TEST(MutexPlainTest, ContendersMoveToTheHoldersWorkerSoFewCallsFindItHeld) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "contenders gather");
+  constexpr long kTasks = 4, kRounds = 100000;
+  Mutex m;
+  long counter = 0;
+  long frames = 0;
+  auto body = [&]() -> Task<void> {
+    shoal::test::FrameCounter counted;
+    co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+      for (long t = 0; t < kTasks; ++t) {
+        s.spawn([&]() -> Task<void> {
+          for (long i = 0; i < kRounds; ++i) co_await shoal::with_lock(m, [&] { ++counter; });
+        });
+      }
+      co_return;
+    });
+    frames = counted.allocations();
+  };
+  shoal::run(body(), shoal::RuntimeOptions::with_workers(2));
+  EXPECT_EQ(counter, kTasks * kRounds);
+  const long yields = kTasks * kRounds / 127;
+  std::printf("%ld contended increments on 2 workers: %ld slow-path frames (%ld budget yields)\n", kTasks * kRounds,
+              frames, yields);
+  EXPECT_LT(frames - yields, kTasks * kRounds / 100) << "calls kept finding the lock held on another worker";
 }
 
 TEST(MutexPlainTest, ALockCallRunsAsARootTask) {

@@ -63,11 +63,17 @@ struct TaskRecord {
   // JoinHandle::cancel(): this one child is cancelled. Seen at its checkpoints
   // only while it runs in `home` (nested nodes inherit it when entered).
   shim::atomic<bool> cancel_alone{false};
+  // The worker that last ran it (kNoWorker: none yet, or past 254), written
+  // by that worker as it resumes the task: where a contended lock's holder runs.
+  std::uint8_t worker = kNoWorker;
   std::uint32_t flags = 0;
+
+  static constexpr std::uint8_t kNoWorker = 0xff;
 
   static constexpr std::uint32_t kRetained = 1;  // frame outlives completion (start())
   static constexpr std::uint32_t kLinked = 2;    // in home's task list (linked at its first wait)
   static constexpr std::uint32_t kFaultDeferred = 4;  // a retained child's later fault: reported only if undelivered
+  static constexpr std::uint32_t kSoftPin = 8;   // pinned by a lock contention move, until its next wait
   static constexpr unsigned kPinShift = 16;      // flags >> kPinShift: 1 + the worker it is pinned to, or 0
   static constexpr std::uintptr_t kJoinRunning = 0, kJoinDone = 1, kJoinCancelPending = 2;
 

@@ -79,7 +79,13 @@ class PermitCore {
 
   /// Takes `n` permits if they are free and barging is allowed. Lock-free.
   bool try_acquire(std::uint32_t n) noexcept {
-    std::uint64_t s = state_.load(std::memory_order_relaxed);
+    // First as if every permit were free (a free mutex): a CAS without a
+    // load before it takes the line exclusive at once, where a load would
+    // fetch it shared and the CAS fetch it again.
+    std::uint64_t s = permits_;
+    if (n <= permits_ && state_.compare_exchange_strong(s, s - n, std::memory_order_acquire, std::memory_order_relaxed)) {
+      return true;
+    }
     while ((s & kFair) == 0 && (s & kCountMask) >= n) {
       if (state_.compare_exchange_weak(s, s - n, std::memory_order_acquire, std::memory_order_relaxed)) return true;
     }
@@ -140,22 +146,32 @@ class PermitCore {
   // Under mu_, for a waiter about to queue: marks the queue non-empty first
   // (so a concurrent release takes the slow path), then tries the permits.
   bool take_or_mark_locked(std::uint32_t n) noexcept;
+  // A task that lost to a holder running on another worker moves to that
+  // worker instead of queueing (`f` suspended at `h`): tasks there run one
+  // at a time, so once every contender is there nobody contends. True if it
+  // moved (then nothing may touch the awaiter).
+  bool move_to_holder(TaskRecord* f, std::coroutine_handle<> h) noexcept;
   void clear_if_empty_locked() noexcept;
   // Under mu_: grants or wakes what the current permits allow; the section
   // wakes them once the lock is dropped.
   void dispatch_locked(WaitSection& sec) noexcept;
   void kick() noexcept;  // dispatch: after a release that saw kWaiters, or a waiter that left
 
-  shim::atomic<std::uint64_t> state_;
+  // Read-only after construction, and on a line of their own: the fast path
+  // reads permits_ without touching the contended state line.
+  const std::uint32_t permits_;
+  std::string what_;
+
+  alignas(64) shim::atomic<std::uint64_t> state_;
 
  public:
   /// Who holds it exclusively (Mutex, RwLock writer), for self-deadlock
   /// detection: beside the state word, so a hand-over moves one cache line.
   std::atomic<std::uintptr_t> holder{0};
+  /// The worker the exclusive holder ran on when it took it (TaskRecord::worker).
+  std::atomic<std::uint8_t> holder_worker{TaskRecord::kNoWorker};
 
  private:
-  const std::uint32_t permits_;
-  std::string what_;
   // A spin lock: its sections are a few pointer moves, and a std::mutex
   // sent both workers into futex calls under contention.
   SpinLock mu_;

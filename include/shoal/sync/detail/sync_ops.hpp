@@ -61,7 +61,12 @@ inline void check_self_deadlock(const LockSpec& l, std::uintptr_t me, const char
 class Held {
  public:
   Held(const LockSpec& l, std::uintptr_t me) noexcept : l_(l) {
-    if (l_.record != nullptr) l_.record->store(me, std::memory_order_relaxed);
+    if (l_.record != nullptr) {
+      l_.record->store(me, std::memory_order_relaxed);
+      // Where the holder runs, for contenders to move there (a plain thread: nowhere).
+      l_.core->holder_worker.store((me & 1) != 0 ? TaskRecord::kNoWorker : reinterpret_cast<TaskRecord*>(me)->worker,
+                                   std::memory_order_relaxed);
+    }
   }
   ~Held() {
     if (l_.record != nullptr) l_.record->store(0, std::memory_order_relaxed);
@@ -149,11 +154,14 @@ class [[nodiscard]] LockCall {
     }
     me_ = holder_id(f);
     if constexpr (M == CallMode::wait) {
+      // The fast path first: taking the permits proves this task did not
+      // hold them, and reading the holder first would pull the contended
+      // line in shared only to upgrade it for the CAS (two transfers).
+      if (try_fast_acquire(f, l_)) return h;
       if (l_.check != nullptr && l_.check->load(std::memory_order_relaxed) == me_) {
         err_ = Err::self_deadlock;
         return h;
       }
-      if (try_fast_acquire(f, l_)) return h;
       // The slow path's frame: out of memory is the task's std::bad_alloc,
       // never std::terminate from this noexcept function.
       try {
