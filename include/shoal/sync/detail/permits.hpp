@@ -9,6 +9,11 @@
 //   more than the body it waits for. Cross-core hand-offs are what contended
 //   throughput is made of, so the exclusive holder's id lives beside the
 //   state word (one line moves per hand-off, not two).
+// - A task that loses to an exclusive holder running on another worker moves
+//   to that worker instead of spinning or queueing (Scheduler::migrate), and
+//   stays there until its next wait: tasks on one worker run one at a time,
+//   so once a lock's contenders are together they stop contending and their
+//   hand-offs stay in one core's cache. Fair mode and plain threads never move.
 // - A waiter that must wait links itself under the lock and re-checks there,
 //   so a release (one fetch_add) either sees kWaiters (and wakes someone
 //   under the lock) or happened before the waiter's re-check (which then
