@@ -55,7 +55,7 @@ namespace {
 void link_home(TaskRecord* f) noexcept {
   // A task that moved to a lock holder's worker stays there only until it
   // waits for something: whatever wakes it may run it anywhere again.
-  if ((f->flags & TaskRecord::kSoftPin) != 0) f->flags &= (1u << TaskRecord::kPinShift) - 1 - TaskRecord::kSoftPin;
+  end_soft_pin(f);
   if (f->home != nullptr && (f->flags & TaskRecord::kLinked) == 0) {
     f->home->add_record(f);
     f->flags |= TaskRecord::kLinked;

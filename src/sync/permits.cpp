@@ -51,9 +51,8 @@ bool PermitCore::spin_acquire(std::uint32_t n) noexcept {
 bool PermitCore::move_to_holder(TaskRecord* f, std::coroutine_handle<> h) noexcept {
   const std::uint8_t to = holder_worker.load(std::memory_order_relaxed);
   if (to == TaskRecord::kNoWorker || to == f->worker || f->sched == nullptr) return false;
-  // Held exclusively right now, and barging allowed (fair mode hands over in
-  // queue order instead).
-  if (holder.load(std::memory_order_relaxed) == 0 || (state_.load(std::memory_order_relaxed) & kFair) != 0) return false;
+  // Barging allowed (fair mode hands over in queue order instead).
+  if ((state_.load(std::memory_order_relaxed) & kFair) != 0) return false;
   f->resume = h;
   return f->sched->migrate(f, to);
 }
@@ -127,12 +126,15 @@ bool PermitCore::Awaiter::suspend(TaskRecord* f, std::coroutine_handle<> h) {
     schedule_yield(f);
     return true;  // resumes idle: the caller tries again
   }
+  // Lost to a task on another worker (the fast path failed, or it is a
+  // retry): join its worker even if the lock is free again by now, or the
+  // next call loses there again.
+  if (core_.move_to_holder(f, h)) return true;  // retries there: nothing may touch *this
   if (core_.try_acquire(w_.n)) {
     w_.state = PermitWaiter::State::granted;
     return false;
   }
   if (since_ == 0) since_ = coarse_now();
-  if (core_.move_to_holder(f, h)) return true;  // retries there: nothing may touch *this
   if (core_.spin_acquire(w_.n)) {
     w_.state = PermitWaiter::State::granted;
     return false;

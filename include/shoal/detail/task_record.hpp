@@ -74,6 +74,7 @@ struct TaskRecord {
   static constexpr std::uint32_t kLinked = 2;    // in home's task list (linked at its first wait)
   static constexpr std::uint32_t kFaultDeferred = 4;  // a retained child's later fault: reported only if undelivered
   static constexpr std::uint32_t kSoftPin = 8;   // pinned by a lock contention move, until its next wait
+  static constexpr std::uint32_t kSoftPinYield = 16, kSoftPinYields = 0x3f0;  // budget yields pinned through (64 at most)
   static constexpr unsigned kPinShift = 16;      // flags >> kPinShift: 1 + the worker it is pinned to, or 0
   static constexpr std::uintptr_t kJoinRunning = 0, kJoinDone = 1, kJoinCancelPending = 2;
 
@@ -124,6 +125,14 @@ struct CancelNode : ListHook<ChildTag> {
 inline bool TaskRecord::cancelled(std::memory_order mo) const noexcept {
   const CancelNode* n = node.load(std::memory_order_relaxed);
   return n->cancelled.load(mo) || (n == home && cancel_alone.load(mo));
+}
+
+/// Ends a pin that a lock contention move set (TaskRecord::kSoftPin): the
+/// task is free to run anywhere again. Called by the task itself.
+inline void end_soft_pin(TaskRecord* f) noexcept {
+  if ((f->flags & TaskRecord::kSoftPin) != 0) {
+    f->flags &= (1u << TaskRecord::kPinShift) - 1 - TaskRecord::kSoftPin - TaskRecord::kSoftPinYields;
+  }
 }
 
 /// Ready to run: from a wake. Goes to the worker's LIFO slot when called on a worker.
