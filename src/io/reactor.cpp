@@ -177,7 +177,6 @@ bool IoOp::run(TaskRecord* f) noexcept {
     }
     if (wait(f)) return false;
     if (wait_ended()) break;
-    woken_ = true;  // the bit was seen clear, and the wait's re-check found it set: an event
   }
   release_limit();
   return true;

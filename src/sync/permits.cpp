@@ -126,15 +126,16 @@ bool PermitCore::Awaiter::suspend(TaskRecord* f, std::coroutine_handle<> h) {
     schedule_yield(f);
     return true;  // resumes idle: the caller tries again
   }
+  if (since_ == 0) since_ = coarse_now();  // before any move: the fairness clock runs from the first loss
   // Lost to a task on another worker (the fast path failed, or it is a
   // retry): join its worker even if the lock is free again by now, or the
-  // next call loses there again.
-  if (core_.move_to_holder(f, h)) return true;  // retries there: nothing may touch *this
+  // next call loses there again. Exclusive acquisitions only: readers that
+  // gathered behind a writer would give up their parallelism.
+  if (w_.n == core_.permits_ && core_.move_to_holder(f, h)) return true;  // retries there: nothing may touch *this
   if (core_.try_acquire(w_.n)) {
     w_.state = PermitWaiter::State::granted;
     return false;
   }
-  if (since_ == 0) since_ = coarse_now();
   if (core_.spin_acquire(w_.n)) {
     w_.state = PermitWaiter::State::granted;
     return false;

@@ -162,12 +162,12 @@ class PermitCore {
   void dispatch_locked(WaitSection& sec) noexcept;
   void kick() noexcept;  // dispatch: after a release that saw kWaiters, or a waiter that left
 
-  // Read-only after construction, and on a line of their own: the fast path
-  // reads permits_ without touching the contended state line.
+  // Read-only after construction. (No alignas to keep them off the state's
+  // line: a lock may live in a coroutine frame, which is only 16-aligned.)
   const std::uint32_t permits_;
   std::string what_;
 
-  alignas(64) shim::atomic<std::uint64_t> state_;
+  shim::atomic<std::uint64_t> state_;
 
  public:
   /// Who holds it exclusively (Mutex, RwLock writer), for self-deadlock
