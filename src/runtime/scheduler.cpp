@@ -135,13 +135,11 @@ bool Scheduler::migrate(TaskRecord* f, std::uint8_t slot) noexcept {
       (pin_of(f) != 0 && !soft)) {
     return false;
   }
-  // Pinned there until its next wait (link_home clears it): stealing the
-  // contenders back apart would only make them contend again. Through the
-  // target's pinned inbox, which it drains first.
+  // Pinned there until its next wait or 64 budget yields (end_soft_pin):
+  // stealing the contenders back apart would only make them contend again.
   f->flags = (f->flags & ((1u << TaskRecord::kPinShift) - 1)) | TaskRecord::kSoftPin |
              (static_cast<std::uint32_t>(slot + 1) << TaskRecord::kPinShift);
-  Worker& to = *workers_[slot];
-  if (to.pinned.push_remote(f)) unpark(to);
+  push_pinned_remote(f);  // the target drains its pinned inbox first
   return true;
 }
 

@@ -21,7 +21,7 @@ PermitWaiter::PermitWaiter(PermitCore& c) noexcept : Waiter(c.mu_), core(c) {}
 void PermitWaiter::left_locked() noexcept { core.clear_if_empty_locked(); }
 
 PermitCore::PermitCore(std::uint32_t permits, std::string what)
-    : permits_(permits), what_(std::move(what)), state_(permits) {}
+    : state_(permits), permits_(permits), what_(std::move(what)) {}
 
 PermitCore::~PermitCore() {
   std::uint64_t s = state_.load(std::memory_order_acquire);
@@ -132,11 +132,7 @@ bool PermitCore::Awaiter::suspend(TaskRecord* f, std::coroutine_handle<> h) {
   // next call loses there again. Exclusive acquisitions only: readers that
   // gathered behind a writer would give up their parallelism.
   if (w_.n == core_.permits_ && core_.move_to_holder(f, h)) return true;  // retries there: nothing may touch *this
-  if (core_.try_acquire(w_.n)) {
-    w_.state = PermitWaiter::State::granted;
-    return false;
-  }
-  if (core_.spin_acquire(w_.n)) {
+  if (core_.try_acquire(w_.n) || core_.spin_acquire(w_.n)) {
     w_.state = PermitWaiter::State::granted;
     return false;
   }

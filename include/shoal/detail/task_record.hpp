@@ -73,7 +73,7 @@ struct TaskRecord {
   static constexpr std::uint32_t kRetained = 1;  // frame outlives completion (start())
   static constexpr std::uint32_t kLinked = 2;    // in home's task list (linked at its first wait)
   static constexpr std::uint32_t kFaultDeferred = 4;  // a retained child's later fault: reported only if undelivered
-  static constexpr std::uint32_t kSoftPin = 8;   // pinned by a lock contention move, until its next wait
+  static constexpr std::uint32_t kSoftPin = 8;   // pinned by a lock contention move, until its next wait or 64 yields
   static constexpr std::uint32_t kSoftPinYield = 16, kSoftPinYields = 0x3f0;  // budget yields pinned through (64 at most)
   static constexpr unsigned kPinShift = 16;      // flags >> kPinShift: 1 + the worker it is pinned to, or 0
   static constexpr std::uintptr_t kJoinRunning = 0, kJoinDone = 1, kJoinCancelPending = 2;

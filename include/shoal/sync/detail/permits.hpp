@@ -11,9 +11,10 @@
 //   state word (one line moves per hand-off, not two).
 // - A task that loses to an exclusive holder running on another worker moves
 //   to that worker instead of spinning or queueing (Scheduler::migrate), and
-//   stays there until its next wait: tasks on one worker run one at a time,
-//   so once a lock's contenders are together they stop contending and their
-//   hand-offs stay in one core's cache. Fair mode and plain threads never move.
+//   stays there until its next wait or 64 budget yields: tasks on one worker
+//   run one at a time, so once a lock's contenders are together they stop
+//   contending and their hand-offs stay in one core's cache. Fair mode, plain
+//   threads and shared acquisitions (readers, semaphores) never move.
 // - A waiter that must wait links itself under the lock and re-checks there,
 //   so a release (one fetch_add) either sees kWaiters (and wakes someone
 //   under the lock) or happened before the waiter's re-check (which then
@@ -84,13 +85,7 @@ class PermitCore {
 
   /// Takes `n` permits if they are free and barging is allowed. Lock-free.
   bool try_acquire(std::uint32_t n) noexcept {
-    // First as if every permit were free (a free mutex): a CAS without a
-    // load before it takes the line exclusive at once, where a load would
-    // fetch it shared and the CAS fetch it again.
-    std::uint64_t s = permits_;
-    if (n <= permits_ && state_.compare_exchange_strong(s, s - n, std::memory_order_acquire, std::memory_order_relaxed)) {
-      return true;
-    }
+    std::uint64_t s = state_.load(std::memory_order_relaxed);
     while ((s & kFair) == 0 && (s & kCountMask) >= n) {
       if (state_.compare_exchange_weak(s, s - n, std::memory_order_acquire, std::memory_order_relaxed)) return true;
     }
@@ -162,11 +157,6 @@ class PermitCore {
   void dispatch_locked(WaitSection& sec) noexcept;
   void kick() noexcept;  // dispatch: after a release that saw kWaiters, or a waiter that left
 
-  // Read-only after construction. (No alignas to keep them off the state's
-  // line: a lock may live in a coroutine frame, which is only 16-aligned.)
-  const std::uint32_t permits_;
-  std::string what_;
-
   shim::atomic<std::uint64_t> state_;
 
  public:
@@ -177,6 +167,8 @@ class PermitCore {
   std::atomic<std::uint8_t> holder_worker{TaskRecord::kNoWorker};
 
  private:
+  const std::uint32_t permits_;
+  std::string what_;
   // A spin lock: its sections are a few pointer moves, and a std::mutex
   // sent both workers into futex calls under contention.
   SpinLock mu_;
