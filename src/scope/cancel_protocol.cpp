@@ -156,15 +156,21 @@ void cancel_tree(CancelNode* n, TaskBatch& batch) noexcept {
 }
 }  // namespace
 
-void CancelNode::cancel_one(TaskRecord* f) noexcept {
-  // Flag first, then look (Dekker with the task's hook, as for a node's
-  // flag); a node it enters after our walk sees the flag under our lock.
-  if (f->cancel_alone.exchange(true, std::memory_order_seq_cst)) return;
+void CancelNode::cancel_one(shim::atomic<std::uintptr_t>& record) noexcept {
+  // Mark the word first: a child finishing after the mark passes through
+  // our lock before its record goes (Scope::finish_started), so the record
+  // we read under the lock is alive. Zero: it finished.
+  if ((record.fetch_or(1, std::memory_order_seq_cst) & ~std::uintptr_t{1}) == 0) return;
   TaskBatch batch;
   lock.lock();
-  if (RecordList::is_linked(f)) wake_for_cancel(f, batch);  // waiting here (the hook is guarded by our lock)
-  for (CancelNode* c = children.front(); c != nullptr; c = children.next(c)) {
-    if (c->body == f && !c->shielded) cancel_tree(c, batch);
+  auto* f = reinterpret_cast<TaskRecord*>(record.load(std::memory_order_acquire) & ~std::uintptr_t{1});
+  // Flag, then look (Dekker with the task's hook, as for a node's flag); a
+  // node it enters after our walk sees the flag under our lock.
+  if (f != nullptr && !f->cancel_alone.exchange(true, std::memory_order_seq_cst)) {
+    if (RecordList::is_linked(f)) wake_for_cancel(f, batch);  // waiting here (the hook is guarded by our lock)
+    for (CancelNode* c = children.front(); c != nullptr; c = children.next(c)) {
+      if (c->body == f && !c->shielded) cancel_tree(c, batch);
+    }
   }
   lock.unlock();
   if (!batch.empty()) schedule_batch(sched, batch);

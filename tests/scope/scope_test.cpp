@@ -174,7 +174,7 @@ SHOAL_TEST(ScopeTest, AwaitingAHandleTwiceIsALogicError) {
   });
 }
 
-SHOAL_TEST(ScopeTest, UndeliveredStartResultIsDestroyedAtScopeExit) {
+SHOAL_TEST(ScopeTest, AnUndeliveredResultIsGoneByTheScopeExit) {
   auto counter = std::make_shared<int>(0);
   struct Probe {
     std::shared_ptr<int> c;
@@ -189,6 +189,58 @@ SHOAL_TEST(ScopeTest, UndeliveredStartResultIsDestroyedAtScopeExit) {
     co_return;
   });
   EXPECT_EQ(*counter, 1);
+}
+
+SHOAL_TEST(ScopeTest, AFinishedStartedChildKeepsOnlyItsResult) {
+  auto arg = std::make_shared<int>(40);
+  std::weak_ptr<int> watch = arg;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    auto h = s.start([](std::shared_ptr<int> p) -> Task<int> { co_return *p + 2; }, std::move(arg));
+    while (!h.done()) co_await shoal::checkpoint();
+    EXPECT_TRUE(watch.expired()) << "the finished child's frame still holds its argument";
+    EXPECT_EQ(co_await h, 42);
+  });
+}
+
+SHOAL_TEST(ScopeTest, AnUndeliveredValueGoesWithItsHandle) {
+  auto counter = std::make_shared<int>(0);
+  struct Probe {
+    std::shared_ptr<int> c;
+    explicit Probe(std::shared_ptr<int> p) : c(std::move(p)) {}
+    Probe(Probe&& o) noexcept = default;
+    ~Probe() {
+      if (c) ++*c;
+    }
+  };
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    {
+      auto h = s.start([counter]() -> Task<Probe> { co_return Probe(counter); });
+      while (!h.done()) co_await shoal::checkpoint();
+      EXPECT_EQ(*counter, 0) << "the value went before its handle";
+    }
+    EXPECT_EQ(*counter, 1) << "the value outlived its handle";
+  });
+  EXPECT_EQ(*counter, 1);
+}
+
+SHOAL_TEST(ScopeTest, AResultWhoseMoveThrowsIsTheChildsFault) {
+  struct Fragile {
+    int moves = 0;
+    Fragile() = default;
+    Fragile(Fragile&& o) : moves(o.moves + 1) {
+      if (moves == 2) throw Boom("second move");  // the first is co_return's, the second into the handle
+    }
+  };
+  try {
+    co_await shoal::scope([&](Scope& s) -> Task<void> {
+      auto h = s.start([]() -> Task<Fragile> { co_return Fragile{}; });
+      (void)co_await h;
+      ADD_FAILURE() << "the handle delivered a value";
+    });
+    ADD_FAILURE() << "the scope returned normally";
+  } catch (const Boom& e) {
+    EXPECT_STREQ(e.what(), "second move");
+  }
 }
 
 SHOAL_TEST(ScopeTest, JoinHandleOfACutOffChildThrowsChildCancelledIntoAShieldedAwaiter) {
@@ -357,6 +409,48 @@ TEST_P(ScopeTest, AnUndeliveredLaterFaultIsReportedAtScopeExit) {
   }());
   EXPECT_EQ(reported_before_exit, 0u) << "reported before the result was known to be undelivered";
   EXPECT_EQ(counted_before_exit, 0u);
+  EXPECT_EQ(reports.get(), std::vector<std::string>{"later"});
+}
+
+TEST_P(ScopeTest, ALaterFaultOfAChildWhoseHandleWentIsReportedWhenItFinishes) {
+  SuppressedReports reports;
+  shoal::test::ManualEvent never;
+  run_with_reports(GetParam(), reports, [&]() -> Task<void> {
+    try {
+      co_await shoal::scope([&](Scope& s) -> Task<void> {
+        { auto h = s.start(fails_once_cancelled(never)); }  // gone while the child waits
+        s.spawn(first_fault());
+        co_return;
+      });
+      ADD_FAILURE() << "the scope returned normally";
+    } catch (const Boom& e) {
+      EXPECT_STREQ(e.what(), "first");
+    }
+  }());
+  EXPECT_EQ(reports.get(), std::vector<std::string>{"later"});
+}
+
+TEST_P(ScopeTest, AHandleThatOutlivesItsScopeHoldsNothingAndItsFaultIsReportedOnceAtTheExit) {
+  SuppressedReports reports;
+  shoal::test::ManualEvent never;
+  std::size_t reported_at_exit = 99;
+  run_with_reports(GetParam(), reports, [&]() -> Task<void> {
+    std::vector<shoal::JoinHandle<int>> kept;  // outlives the scope
+    try {
+      co_await shoal::scope([&](Scope& s) -> Task<void> {
+        kept.push_back(s.start(fails_once_cancelled(never)));
+        kept.push_back(s.start([]() -> Task<int> { co_return 3; }));
+        s.spawn(first_fault());
+        co_return;
+      });
+      ADD_FAILURE() << "the scope returned normally";
+    } catch (const Boom& e) {
+      EXPECT_STREQ(e.what(), "first");
+    }
+    reported_at_exit = reports.get().size();
+    kept.clear();  // touches nothing of the scope that is gone
+  }());
+  EXPECT_EQ(reported_at_exit, 1u);
   EXPECT_EQ(reports.get(), std::vector<std::string>{"later"});
 }
 

@@ -61,7 +61,10 @@ Task<int> wake_vs_cancel(int set_after, int cancel_after, bool via_handle) {
   co_return result;
 }
 
-void race(bool via_handle, const char* name) {
+// Runs `make(rng)` many times on 4 workers: each run ends one of two ways
+// (1 or 0, counted as `one` and `zero`), never stuck, every frame freed.
+template <class Make>
+void race(const char* name, const char* one, const char* zero, Make make) {
   const std::uint64_t seed = shoal::test::test_seed(name);
   std::mt19937_64 rng(seed);
   shoal::test::FrameCounter frames;
@@ -70,15 +73,56 @@ void race(bool via_handle, const char* name) {
   long outcomes[2] = {0, 0};
   const long iterations = shoal::test::scaled(20000, 200);
   for (long i = 0; i < iterations; ++i) {
-    const int r = rt.block_on(wake_vs_cancel(static_cast<int>(rng() % 4), static_cast<int>(rng() % 4), via_handle));
-    ASSERT_TRUE(r == 0 || r == 1) << "waiter never finished; iteration " << i << " seed " << seed;
+    const int r = rt.block_on(make(rng));
+    ASSERT_TRUE(r == 0 || r == 1) << "the run never finished; iteration " << i << " seed " << seed;
     ++outcomes[r];
     ASSERT_EQ(frames.live(), 0) << "iteration " << i << " seed " << seed;
   }
-  std::printf("woken %ld, cancelled %ld\n", outcomes[1], outcomes[0]);
+  std::printf("%s %ld, %s %ld\n", one, outcomes[1], zero, outcomes[0]);
 }
 
-TEST(CancelRaceStress, EventWakeRacesScopeCancel) { race(false, "CancelRaceStress.EventWakeRacesScopeCancel"); }
-TEST(CancelRaceStress, JoinWakeRacesScopeCancel) { race(true, "CancelRaceStress.JoinWakeRacesScopeCancel"); }
+int below(std::mt19937_64& rng, int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); }
+
+TEST(CancelRaceStress, EventWakeRacesScopeCancel) {
+  race("CancelRaceStress.EventWakeRacesScopeCancel", "woken", "cancelled", [](std::mt19937_64& rng) {
+    const int set_after = below(rng, 4);
+    return wake_vs_cancel(set_after, below(rng, 4), false);
+  });
+}
+TEST(CancelRaceStress, JoinWakeRacesScopeCancel) {
+  race("CancelRaceStress.JoinWakeRacesScopeCancel", "woken", "cancelled", [](std::mt19937_64& rng) {
+    const int set_after = below(rng, 4);
+    return wake_vs_cancel(set_after, below(rng, 4), true);
+  });
+}
+
+// JoinHandle::cancel() against the child finishing on another worker: the
+// canceller must never use the child's record after it went with the frame
+// (ASan, TSan), and the awaiter gets the value or ChildCancelled.
+Task<int> handle_cancel_vs_finish(int finish_after, int cancel_after) {
+  int result = -1;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    auto h = s.start([finish_after]() -> Task<int> {
+      co_await spin(finish_after);
+      co_return 1;
+    });
+    co_await spin(cancel_after);
+    h.cancel();
+    try {
+      result = co_await h;
+    } catch (const shoal::ChildCancelled&) {
+      result = 0;
+    }
+  });
+  co_return result;
+}
+
+TEST(CancelRaceStress, HandleCancelRacesTheChildFinishing) {
+  race("CancelRaceStress.HandleCancelRacesTheChildFinishing", "finished first", "cancelled",
+       [](std::mt19937_64& rng) {
+         const int finish_after = below(rng, 3);
+         return handle_cancel_vs_finish(finish_after, below(rng, 3));
+       });
+}
 
 }  // namespace

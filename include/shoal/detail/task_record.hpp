@@ -21,6 +21,7 @@ class Scheduler;
 struct TaskRecord;
 struct CancelNode;
 struct PromiseBase;
+struct JoinCell;
 struct InNodeTag;   // a task record in its scope's node (or its retained list)
 struct ChildTag;    // a cancel node among its parent's children
 
@@ -57,7 +58,7 @@ struct TaskRecord {
   CancelNode* home = nullptr;            // the node of the scope it was spawned into
   ListHook<InNodeTag> in_node;            // in home's list (home's lock), once it first waits
   shim::atomic<WaitHook*> hook{nullptr};  // armed while suspended at a cancellable wait
-  shim::atomic<std::uintptr_t> join{0};   // Scope::start: kJoin* or the JoinWaiter*
+  JoinCell* cell = nullptr;               // Scope::start: where the result goes (kStarted)
   PromiseBase* root = nullptr;            // the promise of the frame spawned as this task
   std::uint16_t budget = kBudget;
   // JoinHandle::cancel(): this one child is cancelled. Seen at its checkpoints
@@ -70,13 +71,12 @@ struct TaskRecord {
 
   static constexpr std::uint8_t kNoWorker = 0xff;
 
-  static constexpr std::uint32_t kRetained = 1;  // frame outlives completion (start())
+  static constexpr std::uint32_t kStarted = 1;   // Scope::start: the result goes to `cell`
   static constexpr std::uint32_t kLinked = 2;    // in home's task list (linked at its first wait)
-  static constexpr std::uint32_t kFaultDeferred = 4;  // a retained child's later fault: reported only if undelivered
+  static constexpr std::uint32_t kCellValue = 4;  // `cell` is a JoinCellValue (a non-void result)
   static constexpr std::uint32_t kSoftPin = 8;   // pinned by a lock contention move, until its next wait or 64 yields
   static constexpr std::uint32_t kSoftPinYield = 16, kSoftPinYields = 0x3f0;  // budget yields pinned through (64 at most)
   static constexpr unsigned kPinShift = 16;      // flags >> kPinShift: 1 + the worker it is pinned to, or 0
-  static constexpr std::uintptr_t kJoinRunning = 0, kJoinDone = 1, kJoinCancelPending = 2;
 
   /// seq_cst where a wait's re-check pairs with a canceller (Dekker).
   bool cancelled(std::memory_order mo = std::memory_order_acquire) const noexcept;
@@ -91,6 +91,35 @@ struct ListHookOf<TaskRecord, InNodeTag> {
   }
 };
 using RecordList = IntrusiveList<TaskRecord, InNodeTag>;
+
+/// What a Scope::start child leaves for its JoinHandle. The child's frame
+/// and record go when it finishes (its arguments and locals die then, as a
+/// spawned child's do); its result moves here, so a finished child costs
+/// only its cell (32 bytes for a void one) until the handle takes or drops
+/// it. The handle owns the cell; one dropped while the child runs leaves it
+/// to the child (kAbandoned).
+struct JoinCell {
+  static constexpr std::uintptr_t kRunning = 0, kDone = 1, kCancelPending = 2, kAbandoned = 3;
+  // One of the above, or the JoinWaiter* of the task waiting (always above
+  // kAbandoned); whoever swaps a waiter out owns its wake. kCancelPending:
+  // the waiter's canceller came between its hook and its registration.
+  shim::atomic<std::uintptr_t> join{kRunning};
+  // The child's record while it runs, | 1 once a JoinHandle::cancel() has
+  // marked it: the finishing child then passes through the node's lock
+  // before its record goes, so the canceller (under that lock) never uses
+  // a freed record. 0 (or 1) once the child is done.
+  shim::atomic<std::uintptr_t> record{0};
+  std::exception_ptr error;  // the child's fault (or Cancelled), once done
+  // Listed on the scope's undelivered later faults (node lock): the next
+  // cell, or itself for the last; null when not listed.
+  JoinCell* next = nullptr;
+};
+
+/// A cell that holds a value: dropped through `drop` where its type is not
+/// known (a child finishing after its handle went).
+struct JoinCellValue : JoinCell {
+  void (*drop)(JoinCell* c) noexcept = nullptr;
+};
 
 struct CancelNode : ListHook<ChildTag> {
   shim::atomic<bool> cancelled{false};
@@ -117,9 +146,10 @@ struct CancelNode : ListHook<ChildTag> {
   /// Cancels this node and every non-shielded descendant, waking the tasks
   /// suspended at cancellable waits inside them. Any thread.
   void cancel(bool self) noexcept;
-  /// Cancels one task spawned into this node (`f->home == this`) and the
-  /// nodes it entered here, not its siblings. Any thread.
-  void cancel_one(TaskRecord* f) noexcept;
+  /// Cancels one started task of this node (JoinHandle::cancel: `record` is
+  /// its cell's record word) and the nodes it entered here, not its
+  /// siblings; does nothing once it finished. Any thread.
+  void cancel_one(shim::atomic<std::uintptr_t>& record) noexcept;
 };
 
 inline bool TaskRecord::cancelled(std::memory_order mo) const noexcept {

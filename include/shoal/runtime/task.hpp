@@ -68,6 +68,9 @@ struct PromiseBase {
       PromiseBase& p = h.promise();
       if (p.continuation_) return p.continuation_;
       TaskRecord& f = *p.record_;
+      if constexpr (requires { h.promise().value_to_cell(f); }) {
+        if ((f.flags & TaskRecord::kStarted) != 0) h.promise().value_to_cell(f);
+      }
       return f.owner->task_done(f, p, h);
     }
     void await_resume() noexcept {}
@@ -79,6 +82,9 @@ struct PromiseBase {
     if (error_) std::rethrow_exception(error_);
   }
 };
+
+template <class T>
+struct JoinCellOf;
 
 template <class T>
 struct Promise : PromiseBase {
@@ -110,6 +116,19 @@ struct Promise : PromiseBase {
   /// The fault was already stored in error_ (see detail::Forward).
   void return_value(ForwardedError) noexcept {}
 
+  /// A Scope::start child, finishing: its value moves to its cell, as the
+  /// frame goes next. A move that throws makes that the child's fault.
+  void value_to_cell(TaskRecord& f) noexcept {
+    if (!has_value_) return;
+    auto* c = static_cast<JoinCellOf<T>*>(f.cell);
+    try {
+      ::new (static_cast<void*>(c->storage_)) Stored(std::move(*ptr()));
+      c->has_value_ = true;
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  }
+
   /// Moves the result out (rethrows the fault). Once.
   T take() {
     rethrow_if_error();
@@ -127,6 +146,38 @@ struct Promise<void> : PromiseBase {
   void return_void() noexcept {}
   void take() { rethrow_if_error(); }
 };
+
+/// A started child's cell with room for its value (see JoinCell).
+template <class T>
+struct JoinCellOf : JoinCellValue {
+  using Stored = typename Promise<T>::Stored;
+  alignas(Stored) unsigned char storage_[sizeof(Stored)];
+  bool has_value_ = false;
+
+  JoinCellOf() noexcept { drop = &drop_cell; }
+  ~JoinCellOf() {
+    if (has_value_) ptr()->~Stored();
+  }
+  Stored* ptr() noexcept { return std::launder(reinterpret_cast<Stored*>(storage_)); }
+  static void drop_cell(JoinCell* c) noexcept {
+    auto* self = static_cast<JoinCellOf*>(c);
+    self->~JoinCellOf();
+    frame_deallocate(self, sizeof(JoinCellOf));
+  }
+};
+template <>
+struct JoinCellOf<void> : JoinCell {};
+
+/// A new cell for a child started with a `T` result. Throws std::bad_alloc.
+template <class T>
+JoinCellOf<T>* new_join_cell() {
+  return ::new (frame_allocate(sizeof(JoinCellOf<T>))) JoinCellOf<T>;
+}
+template <class T>
+void free_join_cell(JoinCellOf<T>* c) noexcept {
+  c->~JoinCellOf<T>();
+  frame_deallocate(c, sizeof(JoinCellOf<T>));
+}
 
 /// The first parameter of a coroutine that is always spawned (a child
 /// wrapper, serve's connection root): its promise holds the task record, so

@@ -79,21 +79,22 @@ std::string what_of(const std::exception_ptr& e);
 /// report made while memory runs out cannot itself throw.
 void print_fault(const char* prefix, const std::exception_ptr& e) noexcept;
 
-/// A task waiting on a Scope::start child. The child's `join` word holds a
-/// pointer to it while it waits; whoever swaps that word out owns the wake.
+/// A task waiting on a Scope::start child. The child's cell's `join` word
+/// holds a pointer to it while it waits; whoever swaps that word out owns
+/// the wake.
 struct JoinWaiter : WaitHook {
   TaskRecord* waiter = nullptr;
-  TaskRecord* child = nullptr;
+  JoinCell* cell = nullptr;
   // If the waiter published its hook but has not registered yet, leave a
   // pending mark: its registration CAS then fails and it cancels itself.
   bool cancel_wait() noexcept override {
     const std::uintptr_t self = reinterpret_cast<std::uintptr_t>(this);
-    std::uintptr_t v = child->join.load(std::memory_order_acquire);
+    std::uintptr_t v = cell->join.load(std::memory_order_acquire);
     for (;;) {
       if (v == self) {
-        if (child->join.compare_exchange_weak(v, TaskRecord::kJoinRunning, std::memory_order_acq_rel)) return true;
-      } else if (v == TaskRecord::kJoinRunning) {
-        if (child->join.compare_exchange_weak(v, TaskRecord::kJoinCancelPending, std::memory_order_acq_rel)) return false;
+        if (cell->join.compare_exchange_weak(v, JoinCell::kRunning, std::memory_order_acq_rel)) return true;
+      } else if (v == JoinCell::kRunning) {
+        if (cell->join.compare_exchange_weak(v, JoinCell::kCancelPending, std::memory_order_acq_rel)) return false;
       } else {
         return false;
       }
@@ -153,14 +154,16 @@ class Scope final : private detail::ChildGroup {
   }
 
   /// Starts `task` as a child and returns a handle whose `co_await` yields its
-  /// value (or rethrows its fault). A value never awaited is destroyed when
-  /// the scope ends. The forms mirror spawn (a Task, a Task-like call,
+  /// value (or rethrows its fault). When the child finishes, its frame (its
+  /// arguments and locals) goes at once and its result waits in the handle;
+  /// a result never awaited is destroyed with the handle (or when the child
+  /// finishes, if the handle went first). The forms mirror spawn (a Task, a Task-like call,
   /// `fn(args...)` owned by the child).
   /// Checkpoint: no (never suspends; awaiting the handle is one).
   /// Cancellation: not a cancellation point; the child is cancelled with the scope.
   /// Thread-safety: the body and any task inside the scope, while it runs.
   /// Throws: std::invalid_argument for an empty Task; std::bad_alloc (the
-  ///   `fn` form's frame).
+  ///   handle's cell, the child's record or the `fn` form's frame).
   template <class T>
   [[nodiscard]] JoinHandle<T> start(Task<T> task);
   template <detail::TaskLike A>
@@ -203,7 +206,8 @@ class Scope final : private detail::ChildGroup {
   /// Faults after the first reported so far (each also went to
   /// `on_suppressed_fault`). A later fault of a `start()` child is the
   /// awaiter's once its handle delivers it: it counts only if rethrown into
-  /// the scope, or at the scope's exit if it was never delivered.
+  /// the scope; undelivered, when its handle is dropped or the scope exits,
+  /// whichever comes first.
   using ChildGroup::suppressed_faults;
 
  private:
@@ -215,14 +219,19 @@ class Scope final : private detail::ChildGroup {
   explicit Scope(detail::TaskRecord* body) noexcept : ChildGroup(body) {}
 
   /// Throws std::bad_alloc (the record of a frame that is not a RootFrame;
-  /// the frame is destroyed).
-  void launch(detail::PromiseBase& p, std::coroutine_handle<> h, std::uint32_t flags) {
+  /// the frame is destroyed). `cell`: a start()ed child's (kStarted).
+  void launch(detail::PromiseBase& p, std::coroutine_handle<> h, std::uint32_t flags,
+              detail::JoinCell* cell = nullptr) {
     detail::TaskRecord* f;
     try {
       f = &detail::root_record(p);
     } catch (...) {
       h.destroy();
       throw;
+    }
+    if (cell != nullptr) {
+      f->cell = cell;
+      cell->record.store(reinterpret_cast<std::uintptr_t>(f), std::memory_order_relaxed);
     }
     live_.fetch_add(2, std::memory_order_relaxed);
     ChildGroup::launch(*f, h, flags, false);
@@ -244,6 +253,9 @@ class Scope final : private detail::ChildGroup {
 
   std::coroutine_handle<> task_done(detail::TaskRecord& f, detail::PromiseBase& p,
                                      std::coroutine_handle<> frame) noexcept override;
+  /// A start()ed child finished: its result to its cell, its frame gone.
+  void finish_started(detail::TaskRecord& f, detail::PromiseBase& p, std::coroutine_handle<> frame,
+                      bool faulted) noexcept;
 
   struct JoinAwaiter {
     Scope* s;
@@ -260,14 +272,17 @@ class Scope final : private detail::ChildGroup {
   };
   JoinAwaiter join_all() noexcept { return JoinAwaiter{this}; }
 
-  /// After the join: unlinks the node, reports undelivered later faults and
-  /// frees undelivered results.
+  /// After the join: unlinks the node and reports the later faults no
+  /// handle delivered (their handles may live on, holding nothing).
   void leave() noexcept;
-  /// A delivered start() result: unlink and free its frame.
-  void release_retained(detail::TaskRecord& f, std::coroutine_handle<> frame) noexcept;
+  /// A finished child's cell leaves the list of undelivered later faults
+  /// (its handle delivers it, or goes); true if it was listed.
+  bool unlist(detail::JoinCell& c) noexcept;
+  /// A handle went without delivering its finished child's listed fault.
+  void report_undelivered(detail::JoinCell& c) noexcept;
 
   detail::shim::atomic<std::uint64_t> live_{0};  // 2 * live children, | 1 while the body waits
-  detail::RecordList retained_;  // finished start() children; guarded by node_.lock
+  detail::JoinCell* faulted_ = nullptr;  // undelivered later faults of start()ed children; node_.lock
 };
 
 /// Runs `body(scope)` on the awaiting task and returns its value once the
@@ -330,41 +345,51 @@ auto scope(F body) -> Task<typename std::invoke_result_t<F&, Scope&>::value_type
   }
 }
 
-/// The result of `Scope::start`. It delivers its result at most once. The
-/// child's fault, once delivered, belongs to the awaiter (as a function
-/// call's exception belongs to its caller): rethrown, it reaches the scope
-/// as an ordinary fault; handled, it is reported nowhere. Undelivered, it is
-/// reported when the scope exits. Valid only while the scope runs.
+/// The result of `Scope::start`: owns the child's result until it delivers
+/// it (at most once) or goes. The child's fault, once delivered, belongs to
+/// the awaiter (as a function call's exception belongs to its caller):
+/// rethrown, it reaches the scope as an ordinary fault; handled, it is
+/// reported nowhere. Undelivered, it is reported when the handle goes or
+/// the scope exits, whichever comes first. Awaiting and cancelling are valid
+/// only while the scope runs; a handle may outlive it (it then holds nothing
+/// and its destructor touches nothing of the scope).
 template <class T>
 class JoinHandle {
  public:
-  using Handle = std::coroutine_handle<detail::Promise<T>>;
-  JoinHandle(JoinHandle&& o) noexcept : scope_(o.scope_), h_(std::exchange(o.h_, {})) {}
+  JoinHandle(JoinHandle&& o) noexcept : scope_(o.scope_), cell_(std::exchange(o.cell_, nullptr)) {}
   JoinHandle& operator=(JoinHandle&& o) noexcept {
-    scope_ = o.scope_;
-    h_ = std::exchange(o.h_, {});
+    if (this != &o) {
+      drop();
+      scope_ = o.scope_;
+      cell_ = std::exchange(o.cell_, nullptr);
+    }
     return *this;
   }
   JoinHandle(const JoinHandle&) = delete;
   JoinHandle& operator=(const JoinHandle&) = delete;
-  ~JoinHandle() = default;  // the scope frees an undelivered result
+  /// A result never delivered goes with the handle (a running child's when
+  /// it finishes); never waits.
+  ~JoinHandle() { drop(); }
 
   /// Cancels this one child: it stops at its next checkpoint, and awaiting
   /// the handle then throws ChildCancelled (Cancelled if the awaiter is
   /// cancelled too). Its siblings, the scope and the body go on; the scope
   /// does not count it as cut off. A child that completed first keeps its
-  /// result. Idempotent; never waits; does nothing once the result was
-  /// delivered. Any task or thread, while the scope runs.
+  /// result. Idempotent; never waits; does nothing once the child finished
+  /// or the result was delivered. Any task or thread while the scope runs,
+  /// but not while another thread moves, destroys or finishes awaiting this
+  /// same handle (those end its hold on the child, as a std::unique_ptr's).
+  /// Safe against the child finishing at the same time on any worker.
   void cancel() noexcept {
-    if (h_) scope_->node_.cancel_one(h_.promise().record_);
+    if (cell_ != nullptr) scope_->node_.cancel_one(cell_->record);
   }
 
   /// True until the result was delivered (or the handle was moved from).
-  bool valid() const noexcept { return static_cast<bool>(h_); }
+  bool valid() const noexcept { return cell_ != nullptr; }
 
   /// True once the child finished (value or fault).
   bool done() const noexcept {
-    return h_ && h_.promise().record_->join.load(std::memory_order_acquire) == detail::TaskRecord::kJoinDone;
+    return cell_ != nullptr && cell_->join.load(std::memory_order_acquire) == detail::JoinCell::kDone;
   }
 
   class Awaiter final : private detail::JoinWaiter {
@@ -373,51 +398,52 @@ class JoinHandle {
     bool await_ready() const noexcept { return false; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> caller) noexcept {
+      using detail::JoinCell;
       waiter = detail::record_of(caller);
-      if (!jh_->h_) return false;  // await_resume reports the misuse
+      if (jh_->cell_ == nullptr) return false;  // await_resume reports the misuse
       if (waiter != nullptr && waiter->cancelled()) {
         cancelled_ = true;
         return false;
       }
-      child = jh_->h_.promise().record_;
-      if (child->join.load(std::memory_order_acquire) == detail::TaskRecord::kJoinDone || waiter == nullptr) {
+      cell = jh_->cell_;
+      if (cell->join.load(std::memory_order_acquire) == JoinCell::kDone || waiter == nullptr) {
         if (waiter == nullptr || !detail::consume_budget(waiter)) return false;
         detail::yield_from(waiter, caller, this);  // out of budget: yield once, then take
         return true;
       }
       waiter->resume = caller;
       if (!detail::arm_wait(waiter, static_cast<detail::JoinWaiter*>(this))) {
-        std::uintptr_t pending = detail::TaskRecord::kJoinCancelPending;  // a canceller may have marked us
-        child->join.compare_exchange_strong(pending, detail::TaskRecord::kJoinRunning, std::memory_order_acq_rel);
+        std::uintptr_t pending = JoinCell::kCancelPending;  // a canceller may have marked us
+        cell->join.compare_exchange_strong(pending, JoinCell::kRunning, std::memory_order_acq_rel);
         cancelled_ = true;
         return false;
       }
-      std::uintptr_t expected = detail::TaskRecord::kJoinRunning;
-      if (child->join.compare_exchange_strong(
-              expected, reinterpret_cast<std::uintptr_t>(static_cast<detail::JoinWaiter*>(this)),
-              std::memory_order_acq_rel)) {
+      std::uintptr_t expected = JoinCell::kRunning;
+      if (cell->join.compare_exchange_strong(expected,
+                                             reinterpret_cast<std::uintptr_t>(static_cast<detail::JoinWaiter*>(this)),
+                                             std::memory_order_acq_rel)) {
         return true;  // nothing may touch *this from here on
       }
       detail::disarm_wait(waiter, static_cast<detail::JoinWaiter*>(this));
-      if (expected == detail::TaskRecord::kJoinCancelPending) {
+      if (expected == JoinCell::kCancelPending) {
         // A canceller ran between our hook and our registration.
-        child->join.compare_exchange_strong(expected, detail::TaskRecord::kJoinRunning, std::memory_order_acq_rel);
+        cell->join.compare_exchange_strong(expected, JoinCell::kRunning, std::memory_order_acq_rel);
         cancelled_ = true;
       }
       return false;  // finished meanwhile, or cancelled
     }
     T await_resume() {
-      if (!jh_->h_) throw std::logic_error("shoal::JoinHandle: awaited twice or after being moved from");
+      if (jh_->cell_ == nullptr) throw std::logic_error("shoal::JoinHandle: awaited twice or after being moved from");
       if (cancelled_) throw Cancelled{};
-      if (child == nullptr) child = jh_->h_.promise().record_;
-      if (child->join.load(std::memory_order_acquire) != detail::TaskRecord::kJoinDone) throw Cancelled{};
+      if (cell == nullptr) cell = jh_->cell_;
+      if (cell->join.load(std::memory_order_acquire) != detail::JoinCell::kDone) throw Cancelled{};
       // A child cut off by cancellation has no value. Its Cancelled goes on
       // only into an awaiter that is cancelled too; to any other (e.g. one
       // inside shielded) a missing value is a fault, as in Tokio's
       // JoinError::Cancelled: cancellation never leaks into a context that
       // was not cancelled.
-      if (detail::is_cancelled_exception(jh_->h_.promise().error_) && (waiter == nullptr || !waiter->cancelled())) {
-        jh_->discard();
+      if (detail::is_cancelled_exception(cell->error) && (waiter == nullptr || !waiter->cancelled())) {
+        jh_->drop();
         throw ChildCancelled{};
       }
       return jh_->take();
@@ -434,8 +460,8 @@ class JoinHandle {
   ///   child is done; one cancelled while waiting throws Cancelled unless the
   ///   child finished before it resumed (then the value or fault wins, as a
   ///   value handed over by a channel does). After a Cancelled the result
-  ///   stays in the handle (the scope destroys it; awaiting again, e.g. inside
-  ///   `shielded`, waits for it).
+  ///   stays in the handle (awaiting again, e.g. inside `shielded`, waits
+  ///   for it).
   /// Thread-safety: any task inside the scope, one awaiter at a time (a
   ///   second concurrent awaiter gets Cancelled, not an error).
   /// Throws: Cancelled; ChildCancelled (the child was cut off by a
@@ -447,34 +473,64 @@ class JoinHandle {
 
  private:
   friend class Scope;
-  JoinHandle(Scope* s, Handle h) noexcept : scope_(s), h_(h) {}
+  using Cell = detail::JoinCellOf<T>;
+  JoinHandle(Scope* s, Cell* c) noexcept : scope_(s), cell_(c) {}
 
+  /// The child finished: delivers its value or rethrows its fault, which is
+  /// then the awaiter's.
   T take() {
-    Handle h = std::exchange(h_, {});
-    struct Release {
+    struct Free {
       Scope* s;
-      Handle h;
-      ~Release() { s->release_retained(*h.promise().record_, h); }
-    } release{scope_, h};
-    return h.promise().take();
+      Cell* c;
+      ~Free() {
+        if (c->next != nullptr) s->unlist(*c);
+        detail::free_join_cell(c);
+      }
+    } free{scope_, std::exchange(cell_, nullptr)};
+    if (free.c->error) std::rethrow_exception(free.c->error);
+    if constexpr (std::is_reference_v<T>) {
+      return static_cast<T>(**free.c->ptr());
+    } else if constexpr (!std::is_void_v<T>) {
+      return std::move(*free.c->ptr());
+    }
   }
 
-  /// Frees the finished child's frame without delivering its result.
-  void discard() noexcept {
-    Handle h = std::exchange(h_, {});
-    scope_->release_retained(*h.promise().record_, h);
+  /// Goes without delivering: a running child's result is left to the
+  /// child (it frees the cell when it finishes); a finished one's is freed.
+  void drop() noexcept {
+    Cell* c = std::exchange(cell_, nullptr);
+    if (c == nullptr) return;
+    std::uintptr_t w = c->join.load(std::memory_order_acquire);
+    while (w == detail::JoinCell::kRunning || w == detail::JoinCell::kCancelPending) {
+      if (c->join.compare_exchange_weak(w, detail::JoinCell::kAbandoned, std::memory_order_acq_rel)) return;
+    }
+    // Only a listed cell touches the scope: a handle may outlive it, and
+    // the scope unlists every cell as it exits.
+    if (c->next != nullptr) scope_->report_undelivered(*c);
+    detail::free_join_cell(c);
   }
 
   Scope* scope_;
-  Handle h_;
+  Cell* cell_;
 };
 
 template <class T>
 JoinHandle<T> Scope::start(Task<T> task) {
+  auto* cell = detail::new_join_cell<T>();  // first: if it throws, the Task still owns its frame
   auto h = task.release();
-  if (!h) throw std::invalid_argument("shoal::Scope::start: the Task is empty (moved-from?)");
-  launch(h.promise(), h, detail::TaskRecord::kRetained);
-  return JoinHandle<T>(this, h);
+  if (!h) {
+    detail::free_join_cell(cell);
+    throw std::invalid_argument("shoal::Scope::start: the Task is empty (moved-from?)");
+  }
+  std::uint32_t flags = detail::TaskRecord::kStarted;
+  if constexpr (!std::is_void_v<T>) flags |= detail::TaskRecord::kCellValue;
+  try {
+    launch(h.promise(), h, flags, cell);
+  } catch (...) {
+    detail::free_join_cell(cell);
+    throw;
+  }
+  return JoinHandle<T>(this, cell);
 }
 
 namespace detail {
