@@ -31,7 +31,8 @@
 // absorbed only if the scope cancelled itself. Every later fault must reach
 // on_suppressed_fault exactly once, except that a start()ed child's is the
 // awaiter's once its JoinHandle delivered it (reported only if it reaches
-// the scope again) and is reported at scope exit if it was never delivered.
+// the scope again) and is reported by the scope's exit if it was never
+// delivered (when its handle went, or at the exit).
 // A JoinHandle whose child a cancellation cut off throws Cancelled only into
 // a cancelled awaiter and ChildCancelled (a fault) into any other.
 //
@@ -1440,11 +1441,12 @@ void check_scope_result(Run* r, int block, int s, const Ctx& ctx, Tri entry, boo
   }
   if (entry == Tri::yes) r->fail("scope #%d ran its body although entered in a cancelled context", block);
   if (n.live != 0) r->fail("scope #%d returned while %d of its children were still running", block, n.live);
-  // Later faults of start()ed children that no handle delivered: reported at scope exit.
+  // Later faults of start()ed children that no handle delivered: reported by
+  // the scope's exit (when the handle went, or at the exit).
   for (int f : n.deferred) {
     if (!r->fiber(f).deferred_fault) continue;
     ++r->suppressed_expected;
-    r->trace("scope #%d: f%d's later fault was never delivered; reported at scope exit", block, f);
+    r->trace("scope #%d: f%d's later fault was never delivered; reported by scope exit", block, f);
   }
   if (!n.faults.empty()) {
     if (err != n.faults.front()) {
