@@ -22,7 +22,7 @@ struct TaskRecord;
 struct CancelNode;
 struct PromiseBase;
 struct JoinCell;
-struct InNodeTag;   // a task record in its scope's node (or its retained list)
+struct InNodeTag;   // a task record in its scope's node
 struct ChildTag;    // a cancel node among its parent's children
 
 /// A wait that cancellation can interrupt. `cancel_wait` runs on the

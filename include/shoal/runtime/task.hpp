@@ -147,6 +147,9 @@ struct Promise<void> : PromiseBase {
   void take() { rethrow_if_error(); }
 };
 
+template <class T>
+void free_join_cell(JoinCellOf<T>* c) noexcept;
+
 /// A started child's cell with room for its value (see JoinCell).
 template <class T>
 struct JoinCellOf : JoinCellValue {
@@ -159,11 +162,7 @@ struct JoinCellOf : JoinCellValue {
     if (has_value_) ptr()->~Stored();
   }
   Stored* ptr() noexcept { return std::launder(reinterpret_cast<Stored*>(storage_)); }
-  static void drop_cell(JoinCell* c) noexcept {
-    auto* self = static_cast<JoinCellOf*>(c);
-    self->~JoinCellOf();
-    frame_deallocate(self, sizeof(JoinCellOf));
-  }
+  static void drop_cell(JoinCell* c) noexcept { free_join_cell(static_cast<JoinCellOf*>(c)); }
 };
 template <>
 struct JoinCellOf<void> : JoinCell {};
