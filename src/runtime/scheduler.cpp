@@ -128,16 +128,18 @@ void Scheduler::pin_to_current_worker(TaskRecord* f) noexcept {
   f->flags |= static_cast<std::uint32_t>(w->index + 1) << TaskRecord::kPinShift;
 }
 
-bool Scheduler::migrate(TaskRecord* f, std::uint8_t slot) noexcept {
+bool Scheduler::migrate(TaskRecord* f, std::uint8_t slot, unsigned yields) noexcept {
   Worker* w = tls_worker;
   const bool soft = (f->flags & TaskRecord::kSoftPin) != 0;
   if (det_ || w == nullptr || w->sched != this || slot >= workers_.size() || slot == w->index ||
       (pin_of(f) != 0 && !soft)) {
     return false;
   }
-  // Pinned there until its next wait or 64 budget yields (end_soft_pin):
-  // stealing the contenders back apart would only make them contend again.
-  f->flags = (f->flags & ((1u << TaskRecord::kPinShift) - 1)) | TaskRecord::kSoftPin |
+  // Pinned there until its next wait or `yields` budget yields (1..64;
+  // end_soft_pin): stealing the contenders back apart at once would only
+  // make them contend again.
+  f->flags = (f->flags & ((1u << TaskRecord::kPinShift) - 1 - TaskRecord::kSoftPinYields)) | TaskRecord::kSoftPin |
+             ((64 - yields) * TaskRecord::kSoftPinYield) |
              (static_cast<std::uint32_t>(slot + 1) << TaskRecord::kPinShift);
   push_pinned_remote(f);  // the target drains its pinned inbox first
   return true;
@@ -456,6 +458,12 @@ void schedule_yield(TaskRecord* f) noexcept { f->sched->schedule_yield(f); }
 void yield_from(TaskRecord* f, std::coroutine_handle<> h, const void* /*awaiter: see the header*/) noexcept {
   f->resume = h;
   f->sched->schedule_yield(f);
+}
+bool migrate_from(TaskRecord* f, std::coroutine_handle<> h, std::uint8_t to, unsigned yields,
+                  const void* /*awaiter: see yield_from*/) noexcept {
+  if (f->sched == nullptr) return false;
+  f->resume = h;
+  return f->sched->migrate(f, to, yields);
 }
 void schedule_batch(Scheduler* s, TaskBatch& batch) noexcept { s->schedule_batch(batch); }
 void pin_to_current_worker(TaskRecord* f) noexcept { f->sched->pin_to_current_worker(f); }

@@ -78,7 +78,7 @@ class Scheduler {
   /// the worker whose slot is `slot`, from another worker of this runtime.
   /// False (nothing done) where that cannot be: off a worker, on the
   /// deterministic executor, a pinned task, an unknown slot.
-  bool migrate(TaskRecord* f, std::uint8_t slot) noexcept;
+  bool migrate(TaskRecord* f, std::uint8_t slot, unsigned yields = 64) noexcept;  // yields: 1..64
   std::size_t worker_count() const noexcept { return workers_.size(); }
 
   void add_root(CancelNode* n);

@@ -217,6 +217,54 @@ TEST_P(ModelChannel, RandomSchedules) {
   }));
 }
 
+// Ring mode on two workers: two senders, each on its own worker, send two
+// values each. A send that meets the other's operation (a lost CAS, or a
+// slot still being written) makes the channel's home the sender's worker
+// if it has none, or moves the sender there; a send that met nothing never
+// moves. Every value arrives once, moved or not.
+struct GatherRun {
+  int runs_with_a_move = 0;
+};
+
+void gather_race(GatherRun& g) {
+  Channel<int> ch(4);
+  Side s[2];
+  Ledger l[2];
+  std::vector<Thread> senders;
+  for (int i = 0; i < 2; ++i) {
+    s[i].f.worker = static_cast<std::uint8_t>(i);
+    senders.push_back(spawn(
+        [&, i] {
+          set_current_record(&s[i].f);
+          for (int k = 1; k <= 2; ++k) {
+            auto aw = ch.send(10 * i + k);
+            await(s[i].f, aw);
+            l[i].sent.push_back(10 * i + k);
+          }
+          set_current_record(nullptr);
+          s[i].leave();
+        },
+        i == 0 ? "sender0" : "sender1"));
+  }
+  for (Thread& t : senders) t.join();
+  std::vector<int> received, sent;
+  while (std::optional<int> v = ch.try_recv()) received.push_back(*v);
+  for (int i = 0; i < 2; ++i) sent.insert(sent.end(), l[i].sent.begin(), l[i].sent.end());
+  std::sort(sent.begin(), sent.end());
+  std::sort(received.begin(), received.end());
+  check(received == sent && sent.size() == 4, "a value was lost or doubled");
+  const int moves = s[0].f.moves + s[1].f.moves;
+  check(moves <= 1, "both senders moved: the home changed under them");
+  check(s[0].f.worker == s[1].f.worker || moves == 0, "a sender moved, but not to where the other one runs");
+  if (moves > 0) ++g.runs_with_a_move;
+}
+
+TEST(ModelChannelGather, ASendThatMeetsAnotherWorkersMovesToTheChannelsHomeWorker) {
+  GatherRun g;
+  expect_passes(explore_bound(2, [&] { gather_race(g); }));
+  EXPECT_GT(g.runs_with_a_move, 0) << "no interleaving moved a contended sender to the channel's home worker";
+}
+
 INSTANTIATE_TEST_SUITE_P(Capacity, ModelChannel, ::testing::Values(std::size_t{0}, std::size_t{1}, std::size_t{2}),
                          [](const ::testing::TestParamInfo<std::size_t>& info) {
                            return "capacity" + std::to_string(info.param);

@@ -24,6 +24,15 @@ void yield_from(TaskRecord* f, std::coroutine_handle<> h, const void*) noexcept 
   f->resume = h;
   schedule(f);
 }
+// A move to another worker: the task's worker changes, and it is scheduled.
+bool migrate_from(TaskRecord* f, std::coroutine_handle<> h, std::uint8_t to, unsigned, const void*) noexcept {
+  if (to == f->worker) return false;
+  ++static_cast<model::TestRecord*>(f)->moves;
+  f->worker = to;
+  f->resume = h;
+  schedule(f);
+  return true;
+}
 void schedule_batch(Scheduler*, TaskBatch& batch) noexcept {
   for (TaskRecord* f = batch.head; f != nullptr;) {
     TaskRecord* next = f->next;  // f may run (and be reused) once scheduled

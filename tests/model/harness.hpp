@@ -22,6 +22,7 @@ namespace shoal::model {
 struct TestRecord : detail::TaskRecord {
   detail::shim::atomic<int> wakes{0};
   int resumed = 0;  // wakes its thread has consumed (that thread only)
+  int moves = 0;    // migrate_from() calls (the task's own thread only)
 };
 
 /// The task current_record() returns on the calling thread.

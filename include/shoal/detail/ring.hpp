@@ -39,8 +39,13 @@ class Ring {
     while (try_pop(drop) == kDone) drop.reset();
   }
 
-  /// Moves from `v` only on kDone.
+  /// Moves from `v` only on kDone. `contended` is set when another operation
+  /// got in the way (a lost CAS, or a slot still being written or read).
   int try_push(T& v) noexcept {
+    bool contended = false;
+    return try_push(v, contended);
+  }
+  int try_push(T& v, bool& contended) noexcept {
     std::size_t tail = tail_.load(std::memory_order_relaxed);
     SpinWait wait(kSpins);
     for (;;) {
@@ -56,18 +61,24 @@ class Ring {
           s.stamp.store(tail + 1, std::memory_order_release);
           return kDone;
         }
+        contended = true;
         continue;
       }
       if (stamp + one_lap_ == tail + 1) {  // the slot still holds last lap's value
         SHOAL_FENCE_SEQ_CST();
         if (head_.load(std::memory_order_seq_cst) + one_lap_ == tail) return kWouldBlock;  // full
       }
+      contended = true;
       wait.pause();  // another sender or receiver is mid-operation
       tail = tail_.load(std::memory_order_relaxed);
     }
   }
 
   int try_pop(std::optional<T>& out) noexcept {
+    bool contended = false;
+    return try_pop(out, contended);
+  }
+  int try_pop(std::optional<T>& out, bool& contended) noexcept {
     std::size_t head = head_.load(std::memory_order_relaxed);
     SpinWait wait(kSpins);
     for (;;) {
@@ -84,6 +95,7 @@ class Ring {
           s.stamp.store(head + one_lap_, std::memory_order_release);
           return kDone;
         }
+        contended = true;
         continue;
       }
       if (stamp == head) {  // the slot is empty: is the ring?
@@ -91,6 +103,7 @@ class Ring {
         const std::size_t tail = tail_.load(std::memory_order_seq_cst);
         if ((tail & ~mark_bit_) == head) return (tail & mark_bit_) != 0 ? kClosed : kWouldBlock;
       }
+      contended = true;
       wait.pause();  // a sender claimed the slot and is still writing
       head = head_.load(std::memory_order_relaxed);
     }

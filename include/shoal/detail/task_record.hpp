@@ -74,8 +74,8 @@ struct TaskRecord {
   static constexpr std::uint32_t kStarted = 1;   // Scope::start: the result goes to `cell`
   static constexpr std::uint32_t kLinked = 2;    // in home's task list (linked at its first wait)
   static constexpr std::uint32_t kCellValue = 4;  // `cell` is a JoinCellValue (a non-void result)
-  static constexpr std::uint32_t kSoftPin = 8;   // pinned by a lock contention move, until its next wait or 64 yields
-  static constexpr std::uint32_t kSoftPinYield = 16, kSoftPinYields = 0x3f0;  // budget yields pinned through (64 at most)
+  static constexpr std::uint32_t kSoftPin = 8;   // pinned by a contention move (lock, channel), until its next wait or some yields
+  static constexpr std::uint32_t kSoftPinYield = 16, kSoftPinYields = 0x3f0;  // budget yields pinned through, counting up to 64
   static constexpr unsigned kPinShift = 16;      // flags >> kPinShift: 1 + the worker it is pinned to, or 0
 
   /// seq_cst where a wait's re-check pairs with a canceller (Dekker).
@@ -180,6 +180,12 @@ void schedule_yield(TaskRecord* f) noexcept;
 /// CheckpointAwaiter). Every inline await_suspend that hands its coroutine
 /// on without first publishing `this` must yield through here.
 void yield_from(TaskRecord* f, std::coroutine_handle<> h, const void* awaiter) noexcept;
+/// Moves `f` (suspending at `h`; `awaiter` as for yield_from) to worker
+/// `to`, soft-pinned there until its next wait or `yields` budget yields
+/// (1..64). False (nothing done) off a worker, on the deterministic
+/// executor, for a hard-pinned task, or when `to` is the current worker.
+bool migrate_from(TaskRecord* f, std::coroutine_handle<> h, std::uint8_t to, unsigned yields,
+                  const void* awaiter) noexcept;
 /// Pins `f` (not yet scheduled) to the calling worker: it will only ever run
 /// there. No effect off a worker or on the deterministic executor.
 void pin_to_current_worker(TaskRecord* f) noexcept;
