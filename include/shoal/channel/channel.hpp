@@ -151,7 +151,7 @@ class Channel {
     }
     /// Throws Cancelled (value not sent), ChannelClosedError<T> (value
     /// returned), or what T's move threw when the channel took the value.
-    void await_resume() {
+    [[gnu::always_inline]] void await_resume() {  // see CheckpointAwaiter::await_resume
       if (closed_) throw ChannelClosedError<T>(std::move(value_));
       if (this->cancelled) throw Cancelled{};
       if (this->error) std::rethrow_exception(this->error);
@@ -210,7 +210,7 @@ class Channel {
     /// A value handed over wins over a cancellation that came at the same time.
     /// (Returning it moves it once more; if that move throws, the value,
     /// already out of the channel, is destroyed, as with any by-value return.)
-    std::optional<T> await_resume() {
+    [[gnu::always_inline]] std::optional<T> await_resume() {  // see CheckpointAwaiter::await_resume
       if (slot_) return std::move(slot_);
       if (this->cancelled) throw Cancelled{};
       return std::nullopt;

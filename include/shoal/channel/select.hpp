@@ -302,7 +302,7 @@ class [[nodiscard]] Select {
   }
 
   /// The outcome of the case that completed, at its index.
-  result_type await_resume() {
+  [[gnu::always_inline]] result_type await_resume() {  // see CheckpointAwaiter::await_resume
     if (won_ < 0) throw Cancelled{};
     return take<0>();
   }

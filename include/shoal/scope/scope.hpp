@@ -432,7 +432,7 @@ class JoinHandle {
       }
       return false;  // finished meanwhile, or cancelled
     }
-    T await_resume() {
+    [[gnu::always_inline]] T await_resume() {  // see CheckpointAwaiter::await_resume
       if (jh_->cell_ == nullptr) throw std::logic_error("shoal::JoinHandle: awaited twice or after being moved from");
       if (cancelled_) throw Cancelled{};
       if (cell == nullptr) cell = jh_->cell_;

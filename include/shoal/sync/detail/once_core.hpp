@@ -43,7 +43,7 @@ class OnceCore {
     bool await_suspend(std::coroutine_handle<P> h) noexcept {
       return suspend(record_of(h), h);
     }
-    void await_resume() const {
+    [[gnu::always_inline]] void await_resume() const {  // see CheckpointAwaiter::await_resume
       if (cancelled) throw Cancelled{};
     }
 

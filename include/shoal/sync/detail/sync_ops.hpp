@@ -184,7 +184,7 @@ class [[nodiscard]] LockCall {
       return std::noop_coroutine();
     }
   }
-  value_type await_resume() {
+  [[gnu::always_inline]] value_type await_resume() {  // see CheckpointAwaiter::await_resume
     if (err_ == Err::no_task) require_task(nullptr, *l_.core, call_);
     if (err_ == Err::self_deadlock) throw_self_deadlock(*l_.core, call_);
     if (err_ == Err::no_memory) throw std::bad_alloc();
