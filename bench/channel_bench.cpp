@@ -1,7 +1,10 @@
 // Channels (DESIGN.md §3 rows 2 and 3, and row 4 on recv):
 //   ping-pong through two capacity-1 channels (ns per round trip),
 //   4 producers x 4 consumers over one capacity-1024 channel (msgs/s),
-//   cancel-on-fault fan-out of 10,000 children blocked in recv (ms).
+//   cancel-on-fault fan-out of 10,000 children blocked in recv (ms),
+//   the same 4x4 with W ns of work per value on each side (`pipeline W`:
+//   whether gathering a channel's tasks on one worker costs the parallelism
+//   of stages that compute; docs/scheduler.md).
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -63,6 +66,45 @@ Task<double> mpmc(long total, int producers, int consumers, std::size_t capacity
   co_return secs;
 }
 
+void spin_for(long ns) {
+  const auto t0 = shoal::bench::Clock::now();
+  while (std::chrono::duration_cast<std::chrono::nanoseconds>(shoal::bench::Clock::now() - t0).count() < ns) {
+  }
+}
+
+Task<double> pipeline(long total, long work_ns) {
+  Channel<long> ch(1024);
+  std::atomic<long> received{0};
+  auto t0 = shoal::bench::Clock::now();
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    for (int c = 0; c < 4; ++c) {
+      s.spawn([&]() -> Task<void> {
+        long local = 0;
+        while (auto v = co_await ch.recv()) {
+          spin_for(work_ns);
+          ++local;
+        }
+        received.fetch_add(local);
+      });
+    }
+    co_await shoal::scope([&](Scope& senders) -> Task<void> {
+      for (int p = 0; p < 4; ++p) {
+        senders.spawn([&]() -> Task<void> {
+          for (long i = 0; i < total / 4; ++i) {
+            spin_for(work_ns);
+            co_await ch.send(i);
+          }
+        });
+      }
+      co_return;
+    });
+    ch.close();
+  });
+  const double secs = shoal::bench::since(t0);
+  if (received.load() != total / 4 * 4) std::fprintf(stderr, "pipeline: lost messages!\n");
+  co_return secs;
+}
+
 Task<double> cancel_recv(long n) {
   Channel<int> never(0);
   std::atomic<long> blocked{0};
@@ -105,6 +147,13 @@ int main(int argc, char** argv) {
     double s = shoal::bench::measure(reps, [&] { return rt.block_on(mpmc(total, 4, 4, 1024)); });
     std::printf("channel 4x4 MPMC, capacity 1024, %ld msgs, %zu workers: median %.2f M msgs/s\n", total,
                 rt.worker_count(), static_cast<double>(total) / s / 1e6);
+  }
+  if (!std::strcmp(only, "pipeline")) {
+    const long work = argc > 2 ? std::atol(argv[2]) : 1000;
+    const long total = 600'000'000 / (work + 100);  // ~0.3 s of work on two cores
+    double s = shoal::bench::measure(reps, [&] { return rt.block_on(pipeline(total, work)); });
+    std::printf("channel 4x4 pipeline, %ld ns of work per value on each side, %zu workers: median %.3f M values/s\n",
+                work, rt.worker_count(), static_cast<double>(total) / s / 1e6);
   }
   if (!*only || !std::strcmp(only, "cancel")) {
     double s = shoal::bench::measure(reps * 2 - 1, [&] { return rt.block_on(cancel_recv(10'000)); });
