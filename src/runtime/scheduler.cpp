@@ -42,6 +42,15 @@ thread_local TaskRecord* tls_record = nullptr;
 
 inline std::uint32_t pin_of(const TaskRecord* f) noexcept { return f->flags >> TaskRecord::kPinShift; }
 
+// 128 awaits (a budget) at ~64 ns each, about a cache line's one-way trip
+// between two cores here: see schedule_yield.
+constexpr std::int64_t kLongPinnedPoll = 8000;
+
+std::int64_t steady_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 // A wake from a thread that is none of the workers: the task it wakes may
 // finish the root and the runtime be destroyed before the wake has returned
 // (it still counts and unparks). ~Scheduler waits until such wakes are gone.
@@ -128,18 +137,18 @@ void Scheduler::pin_to_current_worker(TaskRecord* f) noexcept {
   f->flags |= static_cast<std::uint32_t>(w->index + 1) << TaskRecord::kPinShift;
 }
 
-bool Scheduler::migrate(TaskRecord* f, std::uint8_t slot, unsigned yields) noexcept {
+bool Scheduler::migrate(TaskRecord* f, std::uint8_t slot, bool end_at_long_poll) noexcept {
   Worker* w = tls_worker;
   const bool soft = (f->flags & TaskRecord::kSoftPin) != 0;
   if (det_ || w == nullptr || w->sched != this || slot >= workers_.size() || slot == w->index ||
       (pin_of(f) != 0 && !soft)) {
     return false;
   }
-  // Pinned there until its next wait or `yields` budget yields (1..64;
-  // end_soft_pin): stealing the contenders back apart at once would only
-  // make them contend again.
-  f->flags = (f->flags & ((1u << TaskRecord::kPinShift) - 1 - TaskRecord::kSoftPinYields)) | TaskRecord::kSoftPin |
-             ((64 - yields) * TaskRecord::kSoftPinYield) |
+  // Pinned there until its next wait or 64 budget yields, or a long poll
+  // (schedule_yield; end_soft_pin): stealing the contenders back apart at
+  // once would only make them contend again.
+  f->flags = (f->flags & ((1u << TaskRecord::kPinShift) - 1 - TaskRecord::kSoftPinPolls)) |
+             TaskRecord::kSoftPin | (end_at_long_poll ? TaskRecord::kSoftPinPolls : 0) |
              (static_cast<std::uint32_t>(slot + 1) << TaskRecord::kPinShift);
   push_pinned_remote(f);  // the target drains its pinned inbox first
   return true;
@@ -232,15 +241,23 @@ void Scheduler::schedule_spawn(TaskRecord* f) noexcept {
 }
 
 void Scheduler::schedule_yield(TaskRecord* f) noexcept {
-  // A task that moved to a lock holder's worker is free again after 64
-  // budget yields (~8,000 awaits) even if it never waits: tasks that took a
-  // lock together but mostly compute must not stay crowded onto one worker.
-  // Sooner costs the contended case: at every yield the idle worker steals a
-  // contender and the gathering starts over (8 tasks x 100k increments on 2
-  // workers: 61 M/s pinned until a wait, 59 M/s with 64 yields, 49 with 16,
-  // 28 with 1).
+  // A task that moved to where its lock's holder runs is free again after
+  // 64 budget yields (~8,000 awaits) even if it never waits: tasks that took
+  // a lock together but mostly compute must not stay crowded onto one
+  // worker. Sooner costs the contended case: at every yield the idle worker
+  // steals a contender and the gathering starts over (8 tasks x 100k
+  // increments on 2 workers: 61 M/s pinned until a wait, 59 M/s with 64
+  // yields, 49 with 16, 28 with 1).
+  // A task that moved to its channel's home (kSoftPinPolls) is also freed
+  // by a long poll: 128 awaits in more than kLongPinnedPoll, i.e. more work
+  // between its awaits than a cache line's trip between cores costs, so it
+  // computes more than it trades and spreading it pays. Numbers in
+  // docs/scheduler.md.
   if ((f->flags & TaskRecord::kSoftPin) != 0) {
-    if ((f->flags & TaskRecord::kSoftPinYields) == TaskRecord::kSoftPinYields) {
+    const Worker* w = tls_worker;
+    if ((f->flags & TaskRecord::kSoftPinYields) == TaskRecord::kSoftPinYields ||
+        ((f->flags & TaskRecord::kSoftPinPolls) != 0 &&
+         (w == nullptr || steady_ns() - w->pinned_poll_start > kLongPinnedPoll))) {
       end_soft_pin(f);
     } else {
       f->flags += TaskRecord::kSoftPinYield;
@@ -417,6 +434,7 @@ void Scheduler::run_task(Worker& w, TaskRecord* f) noexcept {
   tls_record = f;
   f->budget = kBudget;
   f->worker = w.slot;
+  if ((f->flags & TaskRecord::kSoftPinPolls) != 0) w.pinned_poll_start = steady_ns();
   w.polls.store(w.polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // only w writes it
   f->resume.resume();
   tls_record = nullptr;
@@ -459,11 +477,11 @@ void yield_from(TaskRecord* f, std::coroutine_handle<> h, const void* /*awaiter:
   f->resume = h;
   f->sched->schedule_yield(f);
 }
-bool migrate_from(TaskRecord* f, std::coroutine_handle<> h, std::uint8_t to, unsigned yields,
+bool migrate_from(TaskRecord* f, std::coroutine_handle<> h, std::uint8_t to, bool end_at_long_poll,
                   const void* /*awaiter: see yield_from*/) noexcept {
   if (f->sched == nullptr) return false;
   f->resume = h;
-  return f->sched->migrate(f, to, yields);
+  return f->sched->migrate(f, to, end_at_long_poll);
 }
 void schedule_batch(Scheduler* s, TaskBatch& batch) noexcept { s->schedule_batch(batch); }
 void pin_to_current_worker(TaskRecord* f) noexcept { f->sched->pin_to_current_worker(f); }

@@ -38,6 +38,7 @@ struct Worker {
   PinnedLane pinned;      // spawn_local tasks: never stolen
   std::uint32_t tick = 0;
   std::uint32_t lifo_streak = 0;
+  std::int64_t pinned_poll_start = 0;  // ns: when the soft-pinned task now running was resumed
   bool searching = false;
   // In the driver (inside park): what its events and timers wake gathers
   // here, so the worker can run one itself and wake a sleeper only for more.
@@ -78,7 +79,7 @@ class Scheduler {
   /// the worker whose slot is `slot`, from another worker of this runtime.
   /// False (nothing done) where that cannot be: off a worker, on the
   /// deterministic executor, a pinned task, an unknown slot.
-  bool migrate(TaskRecord* f, std::uint8_t slot, unsigned yields = 64) noexcept;  // yields: 1..64
+  bool migrate(TaskRecord* f, std::uint8_t slot, bool end_at_long_poll = false) noexcept;
   std::size_t worker_count() const noexcept { return workers_.size(); }
 
   void add_root(CancelNode* n);

@@ -25,7 +25,7 @@ void yield_from(TaskRecord* f, std::coroutine_handle<> h, const void*) noexcept 
   schedule(f);
 }
 // A move to another worker: the task's worker changes, and it is scheduled.
-bool migrate_from(TaskRecord* f, std::coroutine_handle<> h, std::uint8_t to, unsigned, const void*) noexcept {
+bool migrate_from(TaskRecord* f, std::coroutine_handle<> h, std::uint8_t to, bool, const void*) noexcept {
   if (to == f->worker) return false;
   ++static_cast<model::TestRecord*>(f)->moves;
   f->worker = to;

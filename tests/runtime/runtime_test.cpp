@@ -218,3 +218,52 @@ TEST(SpinWait, YieldsTheCoreToAPreemptedPartyWithinAFewHundredPauses) {
 }
 
 }  // namespace
+
+namespace {
+
+// A contention move by hand: the channel's (end_at_long_poll) or the lock's.
+struct MoveTo {
+  std::uint8_t to;
+  bool end_at_long_poll;
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    return shoal::detail::migrate_from(shoal::detail::record_of(h), h, to, end_at_long_poll, this);
+  }
+  void await_resume() const noexcept {}
+};
+
+bool soft_pinned() { return (shoal::detail::current_record()->flags & shoal::detail::TaskRecord::kSoftPin) != 0; }
+
+void spin_for(std::chrono::microseconds d) {
+  const auto end = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+
+// A task moved to its channel's home stays there only while it trades: one
+// poll spent computing (here 1 ms, far past the 8 us bound) frees it at its
+// next yield, so stages that compute spread over the workers again. A task
+// moved to its lock's holder keeps its pin through such a poll (64 yields).
+TEST(SchedulerPin, AChannelMoveEndsAtTheYieldAfterALongPollALockMoveDoesNot) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "soft pins");
+  for (const bool channel : {true, false}) {
+    bool moved = false, pinned_after_move = false, pinned_after_long_poll = false;
+    shoal::run(
+        [&]() -> Task<void> {
+          const std::uint8_t here = shoal::detail::current_record()->worker;
+          co_await MoveTo{static_cast<std::uint8_t>(1 - here), channel};
+          moved = shoal::detail::current_record()->worker != here;
+          pinned_after_move = soft_pinned();
+          spin_for(std::chrono::milliseconds(1));
+          co_await shoal::checkpoint();  // a budget yield's path (schedule_yield)
+          pinned_after_long_poll = soft_pinned();
+        }(),
+        shoal::RuntimeOptions::with_workers(2));
+    EXPECT_TRUE(moved) << (channel ? "channel" : "lock");
+    EXPECT_TRUE(pinned_after_move) << (channel ? "channel" : "lock");
+    EXPECT_EQ(pinned_after_long_poll, !channel) << (channel ? "channel" : "lock");
+  }
+}
+
+}  // namespace

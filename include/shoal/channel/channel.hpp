@@ -356,18 +356,17 @@ class Channel {
   // A task whose ring operation met one from another worker moves to the
   // channel's home worker (the first to meet contention there), where its
   // peers' operations stay in one core's cache instead of moving each slot
-  // and index between cores. True: `f` was handed over. Pinned there only
-  // until its next wait or budget yield: longer, and tasks that compute
-  // between operations lose their parallelism (4x4 tasks, 2 workers, 1 us
-  // of work per value: 0.83 M/s pinned for 1 yield, 0.60 for 64, 0.73 never
-  // moved; with no work 15, 20 and 5.5 M/s). See docs/scheduler.md.
+  // and index between cores. True: `f` was handed over. Pinned there until
+  // its next wait, 64 budget yields, or a budget yield after a long poll:
+  // tasks that compute between operations must not lose their parallelism
+  // (docs/scheduler.md, "A channel's tasks gather").
   bool gather(detail::TaskRecord* f, std::coroutine_handle<> h, const void* awaiter) noexcept {
     std::uint8_t home = home_.load(std::memory_order_relaxed);
     if (home == detail::TaskRecord::kNoWorker) {
       home_.compare_exchange_strong(home, f->worker, std::memory_order_relaxed);
       return false;
     }
-    return home != f->worker && detail::migrate_from(f, h, home, 1, awaiter);
+    return home != f->worker && detail::migrate_from(f, h, home, /*end_at_long_poll=*/true, awaiter);
   }
 
   // The waiting half, on the wait queue: under the lock, announce (ring

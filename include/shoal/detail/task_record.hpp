@@ -75,7 +75,8 @@ struct TaskRecord {
   static constexpr std::uint32_t kLinked = 2;    // in home's task list (linked at its first wait)
   static constexpr std::uint32_t kCellValue = 4;  // `cell` is a JoinCellValue (a non-void result)
   static constexpr std::uint32_t kSoftPin = 8;   // pinned by a contention move (lock, channel), until its next wait or some yields
-  static constexpr std::uint32_t kSoftPinYield = 16, kSoftPinYields = 0x3f0;  // budget yields pinned through, counting up to 64
+  static constexpr std::uint32_t kSoftPinYield = 16, kSoftPinYields = 0x3f0;  // budget yields pinned through (64 at most)
+  static constexpr std::uint32_t kSoftPinPolls = 0x400;  // the soft pin also ends at a long poll (a channel's move)
   static constexpr unsigned kPinShift = 16;      // flags >> kPinShift: 1 + the worker it is pinned to, or 0
 
   /// seq_cst where a wait's re-check pairs with a canceller (Dekker).
@@ -157,11 +158,12 @@ inline bool TaskRecord::cancelled(std::memory_order mo) const noexcept {
   return n->cancelled.load(mo) || (n == home && cancel_alone.load(mo));
 }
 
-/// Ends a pin that a lock contention move set (TaskRecord::kSoftPin): the
+/// Ends a pin that a contention move (lock or channel) set (TaskRecord::kSoftPin): the
 /// task is free to run anywhere again. Called by the task itself.
 inline void end_soft_pin(TaskRecord* f) noexcept {
   if ((f->flags & TaskRecord::kSoftPin) != 0) {
-    f->flags &= (1u << TaskRecord::kPinShift) - 1 - TaskRecord::kSoftPin - TaskRecord::kSoftPinYields;
+    f->flags &= (1u << TaskRecord::kPinShift) - 1 - TaskRecord::kSoftPin - TaskRecord::kSoftPinYields -
+                TaskRecord::kSoftPinPolls;
   }
 }
 
@@ -181,10 +183,11 @@ void schedule_yield(TaskRecord* f) noexcept;
 /// on without first publishing `this` must yield through here.
 void yield_from(TaskRecord* f, std::coroutine_handle<> h, const void* awaiter) noexcept;
 /// Moves `f` (suspending at `h`; `awaiter` as for yield_from) to worker
-/// `to`, soft-pinned there until its next wait or `yields` budget yields
-/// (1..64). False (nothing done) off a worker, on the deterministic
-/// executor, for a hard-pinned task, or when `to` is the current worker.
-bool migrate_from(TaskRecord* f, std::coroutine_handle<> h, std::uint8_t to, unsigned yields,
+/// `to`, soft-pinned there until its next wait or 64 budget yields, or
+/// (`end_at_long_poll`) a budget yield after a poll that took long. False
+/// (nothing done) off a worker, on the deterministic executor, for a
+/// hard-pinned task, or when `to` is the current worker.
+bool migrate_from(TaskRecord* f, std::coroutine_handle<> h, std::uint8_t to, bool end_at_long_poll,
                   const void* awaiter) noexcept;
 /// Pins `f` (not yet scheduled) to the calling worker: it will only ever run
 /// there. No effect off a worker or on the deterministic executor.
