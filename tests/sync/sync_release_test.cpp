@@ -969,7 +969,9 @@ Task<void> waiters_share_after_release(L& lock, Exclusive exclusive, Shared shar
         s.spawn([&]() -> Task<void> {
           auto body = [&]() -> Task<void> {
             const int now = inside.fetch_add(1) + 1;
-            if (now > peak.load()) peak = now;
+            // A CAS max: a load-then-store lets a slower reader write 2 over 3.
+            for (int seen = peak.load(); now > seen && !peak.compare_exchange_weak(seen, now);) {
+            }
             if (now == 3) all_in.set();
             co_await all_in.wait();
           };
