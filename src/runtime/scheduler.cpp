@@ -46,11 +46,6 @@ inline std::uint32_t pin_of(const TaskRecord* f) noexcept { return f->flags >> T
 // between two cores here: see schedule_yield.
 constexpr std::int64_t kLongPinnedPoll = 8000;
 
-std::int64_t steady_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // A wake from a thread that is none of the workers: the task it wakes may
 // finish the root and the runtime be destroyed before the wake has returned
 // (it still counts and unparks). ~Scheduler waits until such wakes are gone.
@@ -257,7 +252,7 @@ void Scheduler::schedule_yield(TaskRecord* f) noexcept {
     const Worker* w = tls_worker;
     if ((f->flags & TaskRecord::kSoftPinYields) == TaskRecord::kSoftPinYields ||
         ((f->flags & TaskRecord::kSoftPinPolls) != 0 &&
-         (w == nullptr || steady_ns() - w->pinned_poll_start > kLongPinnedPoll))) {
+         (w == nullptr || to_ns(Clock::now()) - w->pinned_poll_start > kLongPinnedPoll))) {
       end_soft_pin(f);
     } else {
       f->flags += TaskRecord::kSoftPinYield;
@@ -434,7 +429,7 @@ void Scheduler::run_task(Worker& w, TaskRecord* f) noexcept {
   tls_record = f;
   f->budget = kBudget;
   f->worker = w.slot;
-  if ((f->flags & TaskRecord::kSoftPinPolls) != 0) w.pinned_poll_start = steady_ns();
+  if ((f->flags & TaskRecord::kSoftPinPolls) != 0) w.pinned_poll_start = to_ns(Clock::now());
   w.polls.store(w.polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // only w writes it
   f->resume.resume();
   tls_record = nullptr;
