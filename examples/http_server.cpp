@@ -1,4 +1,4 @@
-// An HTTP/1.1 keep-alive "hello" server on shoal::net::serve.
+// An HTTP/1.1 keep-alive "hello" server on shoal::http::serve.
 //   http_server [address] [max_connections]   (default 127.0.0.1:8080, 10000)
 // SIGINT or SIGTERM starts a graceful shutdown.
 #include <csignal>
@@ -7,6 +7,7 @@
 #include <string>
 
 #include "http/hello.hpp"
+#include "shoal/shoal.hpp"
 
 namespace {
 
@@ -25,9 +26,7 @@ shoal::Task<void> run_server(shoal::net::Address address, std::size_t max_connec
       std::printf("signal %d: shutting down gracefully\n", sig);
       stop.trigger();
     });
-    co_await shoal::net::serve(listener, options, [](shoal::net::Stream conn) {
-      return hello::serve_connection(std::move(conn), hello::Limits{});
-    });
+    co_await shoal::http::serve(listener, options, shoal::http::ServerOptions{}, hello::Handler{});
     s.cancel();  // the signal waiter
   });
 }

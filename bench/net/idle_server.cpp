@@ -5,8 +5,8 @@
 // minimal: each handler waits with `co_await conn.wait_readable()` (no
 //          timeout, no buffer while idle), then reads and answers keep-alive
 //          "hello" requests: the floor a shoal server can reach.
-// hello:   the examples/http_server handler (hello::serve_connection with
-//          the default Limits), for the census below.
+// hello:   the examples/http_server handler (shoal::http::serve with the
+//          default ServerOptions), for the census below.
 // census:  routes every coroutine frame through counting hooks; SIGUSR1
 //          prints the live frames by size to stdout (nothing else changes
 //          except the frame cache being bypassed, so RSS is not comparable).
@@ -127,9 +127,7 @@ shoal::Task<void> run_server(shoal::net::Address address, bool hello_mode, bool 
       });
     }
     if (hello_mode) {
-      co_await shoal::net::serve(listener, options, [](shoal::net::Stream conn) {
-        return hello::serve_connection(std::move(conn), hello::Limits{});
-      });
+      co_await shoal::http::serve(listener, options, shoal::http::ServerOptions{}, hello::Handler{});
     } else {
       co_await shoal::net::serve(listener, options, minimal_handler);
     }

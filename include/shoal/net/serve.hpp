@@ -117,9 +117,9 @@ namespace shoal::net {
 /// once. A handler's fault goes to `on_handler_fault` and never stops the
 /// server. Returns normally after a graceful shutdown: stop accepting, let
 /// handlers finish within the grace period, then cancel and join the rest.
-/// A connection accepted but not yet handed to a handler when the shutdown
-/// comes (e.g. one waiting for a slot) is closed unserved; the listener and
-/// its backlog are left to the caller.
+/// The shutdown closes `listener` at once, so new connections are refused;
+/// a connection accepted but not yet handed to a handler (e.g. one waiting
+/// for a slot) is closed unserved. A cancellation leaves the listener open.
 /// Checkpoint: yes (as a task set: in a cancelled context nothing is accepted).
 /// Cancellation: cancelling the awaiting task cancels every handler at once;
 ///   all have finished when Cancelled is thrown.
@@ -153,7 +153,10 @@ Task<void> serve(Listener& listener, ServeOptions options, H handler) {
         (void)co_await detail::TaskSetAccess::spawn_made(set, std::move(child));
       }
     });
-    // Graceful shutdown: drain within the grace period, then cut off.
+    // Graceful shutdown: refuse new connections at once (a listener left
+    // open would complete handshakes that are reset when it closes later),
+    // drain within the grace period, then cut off.
+    if (options.shutdown != nullptr && options.shutdown->triggered()) listener.close();
     set.close();
     (void)co_await move_on_after(options.grace_period, [&]() -> Task<void> { co_await set.wait_idle(); }());
     set.cancel();

@@ -1,0 +1,148 @@
+// An HTTP/1.1 server on shoal::net::serve: keep-alive, pipelining,
+// Content-Length and chunked request bodies, Expect: 100-continue, header
+// and idle timeouts, and a graceful shutdown that closes idle connections at
+// once and answers in-flight requests with `Connection: close`.
+//
+//   co_await shoal::http::serve(listener, serve_options, {}, [](const http::Request& req, http::Response& res) {
+//     res.set_header("Content-Type", "text/plain");
+//     res.body = "Hello, world!";
+//   });
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <type_traits>
+#include <utility>
+
+#include "shoal/detail/intrusive_list.hpp"
+#include "shoal/http/message.hpp"
+#include "shoal/net/serve.hpp"
+#include "shoal/net/stream.hpp"
+#include "shoal/runtime/task.hpp"
+#include "shoal/scope/scope.hpp"
+
+namespace shoal::http {
+
+struct ServerOptions {
+  std::size_t max_head = 8192;     ///< request line and headers; beyond it: 431
+  std::size_t max_body = 1 << 20;  ///< a request body, decoded; beyond it: 413
+  /// From a request's first byte to its whole head, and for each wait on its
+  /// body; also how long a new connection may stay silent. Past it a client
+  /// that sent part of a request gets 408; one that sent nothing is closed.
+  std::chrono::milliseconds header_timeout{10'000};
+  /// How long a keep-alive connection may wait for its next request.
+  std::chrono::milliseconds idle_timeout{60'000};
+};
+
+class Server;
+
+namespace detail {
+
+/// A handler, type-erased so that the connection loop is compiled once: a
+/// plain function is called in place, one returning Task<void> is awaited.
+struct HandlerRef {
+  void* self = nullptr;
+  void (*call)(void*, const Request&, Response&) = nullptr;
+  Task<void> (*call_async)(void*, const Request&, Response&) = nullptr;
+};
+
+/// One served connection, as the server's shutdown sees it.
+/// state_: busy (reading or answering a request), idle (waiting for the next
+/// one) or closing (the shutdown claimed it while idle). The shutdown closes
+/// only what it can move idle -> closing, so a request that has begun is
+/// never cut, and a connection waking with a request races it fairly.
+struct Connection : ::shoal::detail::ListHook<> {
+  enum State : unsigned char { busy, idle, closing };
+  Connection(Server& s, int fd);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  /// Between requests. False: the server is shutting down, close.
+  bool go_idle() noexcept;
+  /// A request is arriving. False: the shutdown closed this connection.
+  bool go_busy() noexcept;
+
+  Server& server;
+  int fd;
+  std::atomic<State> state{busy};
+};
+
+Task<void> serve_connection(Server& server, net::Stream conn, HandlerRef handler);
+
+}  // namespace detail
+
+/// The state HTTP connections share: options, and the live connections a
+/// graceful shutdown must reach. Outlives every connection it serves.
+class Server {
+ public:
+  explicit Server(ServerOptions options = {}) : options_(options) {}
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  /// Serves HTTP/1.1 on `conn` until the client closes it, a limit or a
+  /// timeout ends it, or a shutdown does. `handler(const Request&,
+  /// Response&)` returns void or Task<void>; it must outlive the call. A
+  /// handler's exception is answered with 500 and `Connection: close`, then
+  /// rethrown (serve reports it).
+  /// Checkpoint: yes (every wait on the connection is one).
+  /// Cancellation: the connection closes; a response being written may be cut.
+  /// Thread-safety: any task; many connections at once.
+  /// Throws: Cancelled; the handler's exception; std::system_error from the
+  ///   connection (a reset peer is ECONNRESET or EPIPE, which serve ignores).
+  template <class H>
+  Task<void> serve_connection(net::Stream conn, H& handler) {
+    detail::HandlerRef ref{&handler, nullptr, nullptr};
+    if constexpr (std::is_void_v<std::invoke_result_t<H&, const Request&, Response&>>) {
+      ref.call = [](void* h, const Request& q, Response& r) { std::invoke(*static_cast<H*>(h), q, r); };
+    } else {
+      static_assert(std::is_same_v<std::invoke_result_t<H&, const Request&, Response&>, Task<void>>,
+                    "shoal::http: the handler must be callable as handler(const Request&, Response&) returning "
+                    "void or Task<void>");
+      ref.call_async = [](void* h, const Request& q, Response& r) { return std::invoke(*static_cast<H*>(h), q, r); };
+    }
+    return detail::serve_connection(*this, std::move(conn), ref);
+  }
+
+  /// Starts a graceful shutdown: idle keep-alive connections close now, a
+  /// connection in the middle of a request closes after answering it (with
+  /// `Connection: close`), and new connections are closed unserved.
+  /// Idempotent; any thread or task; never waits.
+  void shutdown() noexcept;
+  bool shutting_down() const noexcept { return shutting_down_.load(std::memory_order_seq_cst); }
+  const ServerOptions& options() const noexcept { return options_; }
+
+ private:
+  friend struct detail::Connection;
+  ServerOptions options_;
+  std::atomic<bool> shutting_down_{false};
+  std::mutex mu_;  // guards connections_ and the fds in it
+  ::shoal::detail::IntrusiveList<detail::Connection> connections_;
+};
+
+/// net::serve for HTTP: each connection is served by a Server with `options`
+/// and `handler`. When `serve_options.shutdown` triggers, the listener closes
+/// at once (new connections are refused), idle connections close, in-flight
+/// requests are answered with `Connection: close`, and only what still runs
+/// when `serve_options.grace_period` ends is cancelled.
+/// Checkpoint, Cancellation, Thread-safety, Throws: as net::serve.
+template <class H>
+Task<void> serve(net::Listener& listener, net::ServeOptions serve_options, ServerOptions options, H handler) {
+  Server server(options);
+  net::ShutdownSignal* const stop = serve_options.shutdown;
+  co_await scope([&](Scope& s) -> Task<void> {
+    if (stop != nullptr) {
+      s.spawn([&]() -> Task<void> {
+        co_await stop->wait();
+        server.shutdown();
+      });
+    }
+    co_await net::serve(listener, std::move(serve_options),
+                        [&](net::Stream conn) { return server.serve_connection(std::move(conn), handler); });
+    s.cancel();  // the shutdown watcher, if the shutdown never came
+  });
+}
+
+}  // namespace shoal::http

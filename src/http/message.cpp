@@ -1,0 +1,131 @@
+// Response framing: status line, Date (formatted once a second per thread),
+// Content-Length, Connection.
+#include "shoal/http/message.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <stdexcept>
+#include <string>
+
+namespace shoal::http {
+namespace {
+
+bool forges_lines(std::string_view s) noexcept { return s.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos; }
+
+/// "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" for this second (RFC 9110
+/// §5.6.7); formatting it costs more than the rest of a small response.
+std::string_view date_line() noexcept {
+  struct Cache {
+    std::time_t second = -1;
+    char text[48] = {};
+    int size = 0;
+  };
+  thread_local Cache cache;
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  if (now != cache.second) {
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    cache.size = static_cast<int>(std::strftime(cache.text, sizeof cache.text, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm));
+    cache.second = now;
+  }
+  return {cache.text, static_cast<std::size_t>(cache.size)};
+}
+
+void append_number(std::string& out, std::size_t n) {
+  char digits[24];
+  const int len = std::snprintf(digits, sizeof digits, "%zu", n);
+  out.append(digits, static_cast<std::size_t>(len));
+}
+
+}  // namespace
+
+void Response::set_header(std::string_view name, std::string_view value) {
+  bool token = !name.empty();
+  for (char c : name) token = token && c > 0x20 && c < 0x7f && std::string_view("\"(),/:;<=>?@[\\]{}").find(c) == std::string_view::npos;
+  if (!token || forges_lines(value)) {
+    throw std::invalid_argument("shoal::http::Response::set_header: header \"" + std::string(name.substr(0, 64)) +
+                                "\" has a bad name or a CR, LF or NUL in its value");
+  }
+  for (std::string_view own : {"content-length", "transfer-encoding", "connection", "date"}) {
+    if (iequals(name, own)) {
+      throw std::invalid_argument("shoal::http::Response::set_header: the server writes \"" + std::string(name) +
+                                  "\" itself (use close_connection() to close)");
+    }
+  }
+  headers_.append(name).append(": ").append(value).append("\r\n");
+}
+
+std::string_view reason_phrase(int status) noexcept {
+  switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 303: return "See Other";
+    case 304: return "Not Modified";
+    case 307: return "Temporary Redirect";
+    case 308: return "Permanent Redirect";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 411: return "Length Required";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 415: return "Unsupported Media Type";
+    case 417: return "Expectation Failed";
+    case 422: return "Unprocessable Content";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+  }
+}
+
+void append_response(std::string& out, const Response& r, Framing f) {
+  if (r.status < 200 || r.status > 999) {
+    throw std::invalid_argument("shoal::http: response status " + std::to_string(r.status) +
+                                " is not a final status (200..999)");
+  }
+  const bool bodiless = r.status == 204 || r.status == 304;
+  out.append("HTTP/1.1 ");
+  append_number(out, static_cast<std::size_t>(r.status));
+  out.push_back(' ');
+  out.append(reason_phrase(r.status)).append("\r\n").append(date_line());
+  if (!bodiless) {
+    out.append("Content-Length: ");
+    append_number(out, r.body.size());
+    out.append("\r\n");
+  }
+  out.append(r.header_lines());
+  if (f.close) {
+    out.append("Connection: close\r\n");
+  } else if (f.announce_keep_alive) {
+    out.append("Connection: keep-alive\r\n");
+  }
+  out.append("\r\n");
+  if (!bodiless && !f.head_request) out.append(r.body);
+}
+
+void append_error(std::string& out, int status, std::string_view text) {
+  Response r;
+  r.status = status;
+  r.set_header("Content-Type", "text/plain; charset=utf-8");
+  r.body.append(text).push_back('\n');
+  append_response(out, r, Framing{.close = true});
+}
+
+}  // namespace shoal::http
