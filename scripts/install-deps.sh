@@ -10,6 +10,10 @@ command -v clang++ >/dev/null || need+=(clang)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev libgmock-dev)
 [ -f /usr/include/benchmark/benchmark.h ] || need+=(libbenchmark-dev)
+# Real HTTP clients that drive shoal::http in tests/net/http_clients_test.cpp.
+command -v curl >/dev/null || need+=(curl)
+command -v ab >/dev/null || need+=(apache2-utils)
+command -v python3 >/dev/null || need+=(python3)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
