@@ -2,6 +2,7 @@
 // Content-Length, Connection.
 #include "shoal/http/message.hpp"
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -11,7 +12,12 @@
 namespace shoal::http {
 namespace {
 
-bool forges_lines(std::string_view s) noexcept { return s.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos; }
+bool forges_lines(std::string_view s) noexcept {
+  for (char c : s) {
+    if (c == '\r' || c == '\n' || c == '\0') return true;
+  }
+  return false;
+}
 
 /// "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" for this second (RFC 9110
 /// §5.6.7); formatting it costs more than the rest of a small response.
@@ -34,21 +40,19 @@ std::string_view date_line() noexcept {
 
 void append_number(std::string& out, std::size_t n) {
   char digits[24];
-  const int len = std::snprintf(digits, sizeof digits, "%zu", n);
-  out.append(digits, static_cast<std::size_t>(len));
+  const auto r = std::to_chars(digits, digits + sizeof digits, n);
+  out.append(digits, static_cast<std::size_t>(r.ptr - digits));
 }
 
 }  // namespace
 
 void Response::set_header(std::string_view name, std::string_view value) {
-  bool token = !name.empty();
-  for (char c : name) token = token && c > 0x20 && c < 0x7f && std::string_view("\"(),/:;<=>?@[\\]{}").find(c) == std::string_view::npos;
-  if (!token || forges_lines(value)) {
+  if (!is_token(name) || forges_lines(value)) {
     throw std::invalid_argument("shoal::http::Response::set_header: header \"" + std::string(name.substr(0, 64)) +
                                 "\" has a bad name or a CR, LF or NUL in its value");
   }
   for (std::string_view own : {"content-length", "transfer-encoding", "connection", "date"}) {
-    if (iequals(name, own)) {
+    if (name.size() == own.size() && iequals(name, own)) {
       throw std::invalid_argument("shoal::http::Response::set_header: the server writes \"" + std::string(name) +
                                   "\" itself (use close_connection() to close)");
     }

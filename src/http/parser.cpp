@@ -8,24 +8,22 @@
 #include "shoal/http/parser.hpp"
 
 #include <algorithm>
+#include <array>
 
 namespace shoal::http {
 namespace {
 
 constexpr std::size_t npos = std::string_view::npos;
 
-bool is_tchar(char c) noexcept {
-  if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
-  switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
-    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool is_token(std::string_view s) noexcept { return !s.empty() && std::all_of(s.begin(), s.end(), is_tchar); }
+// RFC 9110 §5.6.2 tchar, as a table: header names and methods are checked
+// byte by byte on every request.
+constexpr auto kTchar = [] {
+  std::array<bool, 256> t{};
+  for (int c = '0'; c <= '9'; ++c) t[static_cast<std::size_t>(c)] = true;
+  for (int c = 'a'; c <= 'z'; ++c) t[static_cast<std::size_t>(c)] = t[static_cast<std::size_t>(c - 'a' + 'A')] = true;
+  for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = true;
+  return t;
+}();
 
 std::string_view trim(std::string_view v) noexcept {
   while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
@@ -45,15 +43,21 @@ void for_each_token(std::string_view list, F f) {
   }
 }
 
-/// The next line of `buf` from `pos`: its end (exclusive, CR stripped) and
-/// where the next line starts; false if no LF yet. A CR anywhere but before
-/// the LF makes `bare_cr` true.
-bool next_line(std::string_view buf, std::size_t pos, std::size_t& end, std::size_t& next, bool& bare_cr) noexcept {
+/// The next line of `buf` from `pos`, in one pass: its end (exclusive, a CR
+/// before the LF stripped) and where the next line starts; false if no LF
+/// yet. `bad` is set if the line holds a CR not before its LF, or a control
+/// byte other than tab (RFC 9112 §2.2, §5.5).
+bool next_line(std::string_view buf, std::size_t pos, std::size_t& end, std::size_t& next, bool& bad) noexcept {
   const auto lf = buf.find('\n', pos);
   if (lf == npos) return false;
   end = lf > pos && buf[lf - 1] == '\r' ? lf - 1 : lf;
   next = lf + 1;
-  bare_cr = buf.substr(pos, end - pos).find('\r') != npos;
+  bool ctl = false;
+  for (std::size_t i = pos; i < end; ++i) {
+    const auto u = static_cast<unsigned char>(buf[i]);
+    ctl |= (u < 0x20 && u != '\t') || u == 0x7f;  // a CR here is bare: not before the LF
+  }
+  bad = ctl;
   return true;
 }
 
@@ -68,6 +72,14 @@ bool parse_decimal(std::string_view v, std::size_t& n) noexcept {
 }
 
 }  // namespace
+
+bool is_token(std::string_view s) noexcept {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!kTchar[static_cast<unsigned char>(c)]) return false;
+  }
+  return true;
+}
 
 bool iequals(std::string_view a, std::string_view b) noexcept {
   if (a.size() != b.size()) return false;
@@ -113,11 +125,12 @@ ParseStatus parse_request_head(std::string_view buf, RequestHead& out, std::size
     pos += buf[pos] == '\n' ? 1 : 2;
   }
   std::size_t end = 0, next = 0;
-  bool bare_cr = false;
-  if (!next_line(buf, pos, end, next, bare_cr)) return need_more();
+  bool bad = false;
+  if (!next_line(buf, pos, end, next, bad)) return need_more();
+  if (bad) return fail(ParseStatus::bad_request, "control byte in the request line");
   for (char c : buf.substr(pos, end - pos)) {
     const auto u = static_cast<unsigned char>(c);
-    if (u <= 0x20 && c != ' ') return fail(ParseStatus::bad_request, "control byte in the request line");
+    if (c == '\t') return fail(ParseStatus::bad_request, "control byte in the request line");
     if (u >= 0x7f) return fail(ParseStatus::bad_request, "non-ASCII byte in the request line");
   }
 
@@ -148,8 +161,8 @@ ParseStatus parse_request_head(std::string_view buf, RequestHead& out, std::size
   std::size_t te_codings = 0;
   bool te_last_chunked = false;
   for (pos = next;;) {
-    if (!next_line(buf, pos, end, next, bare_cr)) return need_more();
-    if (bare_cr) return fail(ParseStatus::bad_request, "bare CR in a header line");
+    if (!next_line(buf, pos, end, next, bad)) return need_more();
+    if (bad) return fail(ParseStatus::bad_request, "bare CR or control byte in a header line");
     const std::string_view h = buf.substr(pos, end - pos);
     pos = next;
     if (h.empty()) break;  // the blank line ending the head
@@ -159,10 +172,6 @@ ParseStatus parse_request_head(std::string_view buf, RequestHead& out, std::size
     const std::string_view name = h.substr(0, colon);
     if (!is_token(name)) return fail(ParseStatus::bad_request, "bad header name (or whitespace before its colon)");
     const std::string_view value = trim(h.substr(colon + 1));
-    for (char c : value) {
-      const auto u = static_cast<unsigned char>(c);
-      if ((u < 0x20 && c != '\t') || u == 0x7f) return fail(ParseStatus::bad_request, "control byte in a header value");
-    }
     out.headers.push_back({name, value});
     if (iequals(name, "content-length")) {
       std::size_t n = 0;

@@ -99,14 +99,6 @@ Task<void> close_gracefully(net::Stream& conn, bool unread_input) {
   }
 }
 
-/// Answers what the server refuses (status and what was wrong), then closes.
-Task<void> refuse(net::Stream& conn, int status, std::string_view why, bool unread_input) {
-  std::string out;
-  append_error(out, status, why);
-  co_await conn.write_all(out);
-  co_await close_gracefully(conn, unread_input);
-}
-
 int status_of(ParseStatus s) noexcept {
   switch (s) {
     case ParseStatus::too_large: return 431;
@@ -115,6 +107,76 @@ int status_of(ParseStatus s) noexcept {
     case ParseStatus::version_not_supported: return 505;
     default: return 400;
   }
+}
+
+/// How reading a request's head or body ended, when it was not simply done.
+struct Stop {
+  bool end = false;           ///< the client closed: close without an answer
+  int status = 0;             ///< else, if not 0: answer this and close
+  std::string_view why{};
+};
+
+/// Reads until the head in `in` is complete or an error, within the header
+/// timeout from now. Its own coroutine: the common request arrives whole,
+/// and an idle connection's frame should not carry this loop's awaiters.
+Task<Stop> read_head(net::Stream& conn, std::string& in, RequestHead& head, const ServerOptions& o) {
+  const auto deadline = shoal::now() + o.header_timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - shoal::now());
+    const Read r = left > milliseconds(0) ? co_await read_more(conn, in, left) : Read::timeout;
+    if (r == Read::end) co_return Stop{.end = true};
+    if (r == Read::timeout) co_return Stop{.status = 408, .why = "the request head did not arrive in time"};
+    const ParseStatus parsed = parse_request_head(in, head, o.max_head);
+    if (parsed == ParseStatus::complete) co_return Stop{};
+    if (parsed != ParseStatus::incomplete) co_return Stop{.status = status_of(parsed), .why = head.error};
+  }
+}
+
+/// Reads the body of the request whose head starts `in`: Content-Length
+/// bytes (left in `in`), or chunks decoded into `chunked` (the chunk framing
+/// is dropped from `in` as it goes). First answers `Expect: 100-continue`,
+/// after what `out` holds. Sets `consumed` to the request's bytes in `in`.
+Task<Stop> read_body(net::Stream& conn, std::string& in, RequestHead& head, std::string& chunked, std::string& out,
+                     std::size_t& consumed, const ServerOptions& o) {
+  if (head.content_length > o.max_body) co_return Stop{.status = 413, .why = "request body too large"};
+  if (head.expect_continue && in.size() == head.head_size) {
+    // The client waits for this before it sends the body (RFC 9110 §10.1.1).
+    out.append("HTTP/1.1 100 Continue\r\n\r\n");
+    co_await conn.write_all(out);
+    out.clear();
+  }
+  const Stop late{.status = 408, .why = "the request body did not arrive in time"};
+  bool moved = false;  // `in` grew: the head's views must be taken again
+  if (!head.chunked) {
+    while (in.size() < head.head_size + head.content_length) {
+      const Read r = co_await read_more(conn, in, o.header_timeout);
+      if (r == Read::end) co_return Stop{.end = true};
+      if (r == Read::timeout) co_return late;
+      moved = true;
+    }
+    consumed = head.head_size + head.content_length;
+  } else {
+    ChunkedDecoder decoder;
+    chunked.clear();
+    for (;;) {
+      std::string_view rest = std::string_view(in).substr(head.head_size);
+      const auto st = decoder.feed(rest, chunked, o.max_body);
+      const std::size_t used = in.size() - head.head_size - rest.size();
+      if (st == ChunkedDecoder::Status::complete) {
+        consumed = head.head_size + used;
+        break;
+      }
+      if (st == ChunkedDecoder::Status::bad_request) co_return Stop{.status = 400, .why = decoder.error()};
+      if (st == ChunkedDecoder::Status::too_large) co_return Stop{.status = 413, .why = "request body too large"};
+      in.erase(head.head_size, used);  // decoded: only the head stays buffered
+      const Read r = co_await read_more(conn, in, o.header_timeout);
+      if (r == Read::end) co_return Stop{.end = true};
+      if (r == Read::timeout) co_return late;
+      moved = true;
+    }
+  }
+  if (moved) (void)parse_request_head(in, head, o.max_head);  // the same bytes: fresh views
+  co_return Stop{};
 }
 
 /// True if `in` holds another whole request after a response: then its
@@ -126,12 +188,17 @@ bool next_request_buffered(std::string_view in, RequestHead& scratch, std::size_
 
 }  // namespace
 
+// One connection's frame lives as long as the connection, so it is kept
+// small: one wait and one write site (each awaiter is ~140 bytes of frame),
+// and the rare paths (a head in pieces, a body, a refusal) in coroutines of
+// their own that exist only while they run.
 Task<void> serve_connection(Server& server, net::Stream conn, HandlerRef handler) {
   const ServerOptions& o = server.options();
   Connection entry(server, conn.native_handle());
   std::string in, out, chunked_body;
   RequestHead head;
   Response res;
+  std::exception_ptr fault;
   bool first = true;
   for (;;) {
     if (in.empty()) {
@@ -150,126 +217,64 @@ Task<void> serve_connection(Server& server, net::Stream conn, HandlerRef handler
         co_return;  // silent for too long: close, no request to answer
       }
       if (!entry.go_busy()) co_return;  // the shutdown closed it meanwhile
-      const Read r = co_await read_more(conn, in, o.header_timeout);
-      if (r != Read::data) co_return;
+      if (co_await read_more(conn, in, o.header_timeout) != Read::data) co_return;
     }
     first = false;
 
-    // The head, within the header timeout from its first byte.
-    const auto deadline = shoal::now() + o.header_timeout;
-    ParseStatus parsed;
-    while ((parsed = parse_request_head(in, head, o.max_head)) == ParseStatus::incomplete) {
-      const auto left = std::chrono::duration_cast<milliseconds>(deadline - shoal::now());
-      const Read r = left > milliseconds(0) ? co_await read_more(conn, in, left) : Read::timeout;
-      if (r == Read::end) co_return;
-      if (r == Read::timeout) {
-        co_await refuse(conn, 408, "the request head did not arrive in time", false);
-        co_return;
-      }
+    Stop stop;
+    std::size_t consumed = 0;
+    const ParseStatus parsed = parse_request_head(in, head, o.max_head);
+    if (parsed == ParseStatus::incomplete) {
+      stop = co_await read_head(conn, in, head, o);
+    } else if (parsed != ParseStatus::complete) {
+      stop = Stop{.status = status_of(parsed), .why = head.error};
     }
-    if (parsed != ParseStatus::complete) {
-      co_await refuse(conn, status_of(parsed), head.error, true);
-      co_return;
+    if (!stop.end && stop.status == 0) {
+      consumed = head.head_size;
+      if (head.has_body()) stop = co_await read_body(conn, in, head, chunked_body, out, consumed, o);
     }
+    if (stop.end) co_return;
 
-    // The body: Content-Length bytes, or chunks decoded into chunked_body.
-    std::string_view body;
-    std::size_t consumed = head.head_size;
-    if (head.has_body()) {
-      if (head.content_length > o.max_body) {
-        co_await refuse(conn, 413, "request body too large", true);
-        co_return;
-      }
-      if (head.expect_continue && in.size() == head.head_size) {
-        // The client waits for this before it sends the body (RFC 9110 §10.1.1).
-        if (!out.empty()) {
-          co_await conn.write_all(out);
-          out.clear();
+    bool close = true;
+    bool unread = true;  // request bytes may be left in the socket
+    if (stop.status != 0) {
+      append_error(out, stop.status, stop.why);
+    } else {
+      // The answer. A handler's fault is answered 500, then goes on to serve.
+      res.reset();
+      try {
+        const Request req(head, head.chunked ? std::string_view(chunked_body)
+                                             : std::string_view(in).substr(head.head_size, head.content_length));
+        if (handler.call != nullptr) {
+          handler.call(handler.self, req, res);
+        } else {
+          co_await handler.call_async(handler.self, req, res);
         }
-        co_await conn.write_all(std::string_view("HTTP/1.1 100 Continue\r\n\r\n"));
+        close = !head.keep_alive || res.closes_connection() || server.shutting_down();
+        append_response(out, res,
+                        Framing{.head_request = head.method == "HEAD",
+                                .close = close,
+                                .announce_keep_alive = !close && head.minor_version == 0});
+      } catch (...) {
+        fault = std::current_exception();
+        if (is_cancellation(fault)) throw;
+        close = true;
+        append_error(out, 500, "the handler failed");
       }
-      bool moved = false;  // `in` grew: the head's views must be taken again
-      if (!head.chunked) {
-        while (in.size() < head.head_size + head.content_length) {
-          const Read r = co_await read_more(conn, in, o.header_timeout);
-          if (r == Read::end) co_return;
-          if (r == Read::timeout) {
-            co_await refuse(conn, 408, "the request body did not arrive in time", true);
-            co_return;
-          }
-          moved = true;
-        }
-        consumed += head.content_length;
-      } else {
-        ChunkedDecoder decoder;
-        chunked_body.clear();
-        for (;;) {
-          std::string_view rest = std::string_view(in).substr(head.head_size);
-          const auto st = decoder.feed(rest, chunked_body, o.max_body);
-          const std::size_t used = in.size() - head.head_size - rest.size();
-          if (st == ChunkedDecoder::Status::complete) {
-            consumed += used;
-            break;
-          }
-          if (st == ChunkedDecoder::Status::bad_request) {
-            co_await refuse(conn, 400, decoder.error(), true);
-            co_return;
-          }
-          if (st == ChunkedDecoder::Status::too_large) {
-            co_await refuse(conn, 413, "request body too large", true);
-            co_return;
-          }
-          in.erase(head.head_size, used);  // decoded: only the head stays buffered
-          const Read r = co_await read_more(conn, in, o.header_timeout);
-          if (r == Read::end) co_return;
-          if (r == Read::timeout) {
-            co_await refuse(conn, 408, "the request body did not arrive in time", true);
-            co_return;
-          }
-          moved = true;
-        }
-      }
-      if (moved) (void)parse_request_head(in, head, o.max_head);  // same bytes, fresh views
-      body = head.chunked ? std::string_view(chunked_body) : std::string_view(in).substr(head.head_size, head.content_length);
-    }
-
-    // The answer. A handler's fault is answered 500 before it goes on.
-    res.reset();
-    std::exception_ptr fault;
-    try {
-      const Request req(head, body);
-      if (handler.call != nullptr) {
-        handler.call(handler.self, req, res);
-      } else {
-        co_await handler.call_async(handler.self, req, res);
-      }
-      const bool close = !head.keep_alive || res.closes_connection() || server.shutting_down();
-      append_response(out, res,
-                      Framing{.head_request = head.method == "HEAD",
-                              .close = close,
-                              .announce_keep_alive = !close && head.minor_version == 0});
-      if (close) res.close_connection();
-    } catch (...) {
-      fault = std::current_exception();
-    }
-    if (fault) {
-      if (is_cancellation(fault)) std::rethrow_exception(fault);
-      co_await conn.write_all(out);  // the answers before this one
-      co_await refuse(conn, 500, "the handler failed", in.size() > consumed);
-      std::rethrow_exception(fault);
-    }
-    in.erase(0, consumed);
-    if (res.closes_connection()) {
-      co_await conn.write_all(out);
-      co_await close_gracefully(conn, !in.empty());
-      co_return;
+      in.erase(0, consumed);
+      unread = !in.empty();
     }
     // Pipelining: the answers to requests already buffered go out in one write.
-    if (in.empty() || out.size() >= 65536 || !next_request_buffered(in, head, o.max_head)) {
+    if (close || in.empty() || out.size() >= 65536 || !next_request_buffered(in, head, o.max_head)) {
       co_await conn.write_all(out);
       out.clear();
+      if (close) {
+        co_await close_gracefully(conn, unread);
+        break;
+      }
     }
   }
+  if (fault) std::rethrow_exception(fault);
 }
 
 }  // namespace detail

@@ -94,6 +94,9 @@ class ChunkedDecoder {
   std::string_view error_;
 };
 
+/// True if `s` is a token (RFC 9110 §5.6.2): what a method or a header name must be.
+bool is_token(std::string_view s) noexcept;
+
 /// Case-insensitive ASCII comparison, for header names and tokens.
 bool iequals(std::string_view a, std::string_view b) noexcept;
 
