@@ -1,10 +1,25 @@
 // A stdio proxy: for each TCP (or Unix-domain) connection, spawns a command
-// and forwards bytes both ways. Idle sessions hold no thread.
-//   stdio_proxy <address> <command> [args...]
-//   e.g. stdio_proxy 127.0.0.1:7000 cat
-// SIGINT or SIGTERM starts a graceful shutdown.
+// in a process group of its own and forwards bytes both ways. Idle sessions
+// hold no thread and no buffer.
+//
+//   stdio_proxy [options] <address> <command> [args...]
+//     --max-connections N   sessions at once (default 10000)
+//     --linger MS           after a client's EOF, before SIGTERM to the command's group (default 5000)
+//     --grace MS            after SIGTERM, before SIGKILL (default 1000)
+//     --idle-timeout S      a client silent this long is treated as gone (default 0: never)
+//     --keepalive S         TCP keepalive after this much silence (default 60; 0: off)
+//   e.g. stdio_proxy 127.0.0.1:7000 npx -y @modelcontextprotocol/server-everything
+//
+// SIGINT or SIGTERM: stop accepting, end every session as a disconnect would
+// (close its stdin; SIGTERM after the linger, SIGKILL after the grace), reap
+// every command, exit. One line per session on stderr.
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -12,22 +27,82 @@
 
 namespace {
 
-shoal::Task<void> run_proxy(shoal::net::Address address, stdio_proxy::Config config) {
-  auto listener = shoal::net::Listener::bind(address);
-  std::printf("proxying %s to `%s`\n", listener.local_address().to_string().c_str(), config.argv[0].c_str());
+struct Args {
+  std::string address;
+  std::size_t max_connections = 10'000;
+  stdio_proxy::Config config;
+};
+
+long number(const char* flag, const char* text) {
+  char* end = nullptr;
+  const long v = text != nullptr ? std::strtol(text, &end, 10) : -1;
+  if (text == nullptr || *text == '\0' || *end != '\0' || v < 0) {
+    throw std::invalid_argument(std::string(flag) + " needs a number >= 0, got \"" + (text ? text : "") + "\"");
+  }
+  return v;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  int i = 1;
+  for (; i < argc && std::strncmp(argv[i], "--", 2) == 0; i += 2) {
+    const std::string flag = argv[i];
+    const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (flag == "--max-connections") {
+      a.max_connections = static_cast<std::size_t>(number(argv[i], value));
+    } else if (flag == "--linger") {
+      a.config.linger = std::chrono::milliseconds(number(argv[i], value));
+    } else if (flag == "--grace") {
+      a.config.kill_grace = std::chrono::milliseconds(number(argv[i], value));
+    } else if (flag == "--idle-timeout") {
+      a.config.idle_timeout = std::chrono::seconds(number(argv[i], value));
+    } else if (flag == "--keepalive") {
+      a.config.keepalive = std::chrono::seconds(number(argv[i], value));
+    } else {
+      throw std::invalid_argument("unknown option " + flag);
+    }
+  }
+  if (argc - i < 2) throw std::invalid_argument("need an address and a command");
+  a.address = argv[i];
+  a.config.argv.assign(argv + i + 1, argv + argc);
+  return a;
+}
+
+/// Each session holds a socket and two pipes: with the common soft limit of
+/// 1,024 descriptors the proxy would stop near 300 sessions.
+void raise_fd_limit() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+shoal::Task<void> run_proxy(Args args) {
+  auto listener = shoal::net::Listener::bind(shoal::net::Address::parse(args.address));
+  std::printf("proxying %s to `%s`\n", listener.local_address().to_string().c_str(), args.config.argv[0].c_str());
   std::fflush(stdout);
   shoal::net::ShutdownSignal stop;
+  stdio_proxy::Sessions sessions;
+  args.config.sessions = &sessions;
+  args.config.on_end = [](const stdio_proxy::Report& r) {
+    std::fprintf(stderr, "stdio_proxy: %s\n", stdio_proxy::describe(r).c_str());
+  };
   shoal::net::ServeOptions options;
+  options.max_connections = args.max_connections;
   options.shutdown = &stop;
-  options.grace_period = std::chrono::seconds(5);
+  // Sessions stop themselves on the shutdown (linger, SIGTERM, grace,
+  // SIGKILL, reap): serve cancels only what is still running after that.
+  options.grace_period = args.config.linger + 3 * args.config.kill_grace + std::chrono::seconds(1);
   co_await shoal::scope([&](shoal::Scope& s) -> shoal::Task<void> {
     s.spawn([&]() -> shoal::Task<void> {
       const int sig = co_await shoal::signal::wait({SIGINT, SIGTERM});
-      std::printf("signal %d: shutting down gracefully\n", sig);
+      std::fprintf(stderr, "stdio_proxy: signal %d: ending every session\n", sig);
       stop.trigger();
+      sessions.shutdown();
     });
-    co_await shoal::net::serve(listener, options, [&config](shoal::net::Stream conn) {
-      return stdio_proxy::run_session(std::move(conn), config);
+    co_await shoal::net::serve(listener, options, [&args](shoal::net::Stream conn) {
+      return stdio_proxy::run_session(std::move(conn), args.config);
     });
     s.cancel();  // the signal waiter
   });
@@ -36,15 +111,20 @@ shoal::Task<void> run_proxy(shoal::net::Address address, stdio_proxy::Config con
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    std::fprintf(stderr, "usage: stdio_proxy <address> <command> [args...]\n  e.g. stdio_proxy 127.0.0.1:7000 cat\n");
+  Args args;
+  try {
+    args = parse(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "stdio_proxy: %s\nusage: stdio_proxy [--max-connections N] [--linger MS] [--grace MS] "
+                 "[--idle-timeout S] [--keepalive S] <address> <command> [args...]\n"
+                 "  e.g. stdio_proxy 127.0.0.1:7000 cat\n",
+                 e.what());
     return 2;
   }
+  raise_fd_limit();
   try {
-    const auto address = shoal::net::Address::parse(argv[1]);
-    stdio_proxy::Config config;
-    config.argv.assign(argv + 2, argv + argc);
-    shoal::run(run_proxy(address, std::move(config)));
+    shoal::run(run_proxy(std::move(args)));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stdio_proxy: %s\n", e.what());
     return 1;

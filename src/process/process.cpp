@@ -109,7 +109,12 @@ Child spawn(const std::vector<std::string>& argv, const Options& options) {
   sigemptyset(&none);
   posix_spawnattr_setsigdefault(&attr, &all);
   posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  short flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
+  if (options.process_group) {
+    posix_spawnattr_setpgroup(&attr, 0);  // a new group, led by the child
+    flags |= POSIX_SPAWN_SETPGROUP;
+  }
+  posix_spawnattr_setflags(&attr, flags);
 
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -125,6 +130,7 @@ Child spawn(const std::vector<std::string>& argv, const Options& options) {
 
   Child c;
   c.pid_ = pid;
+  c.group_ = options.process_group ? pid : 0;
   c.pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));  // -1 (ENOSYS) on old kernels: wait polls
   if (c.pidfd_ >= 0) ::fcntl(c.pidfd_, F_SETFD, FD_CLOEXEC);
   if (kinds[0] == Stdio::pipe) c.in_.emplace(ends[0][1].release());
@@ -135,6 +141,7 @@ Child spawn(const std::vector<std::string>& argv, const Options& options) {
 
 Child::Child(Child&& o) noexcept
     : pid_(std::exchange(o.pid_, -1)),
+      group_(std::exchange(o.group_, 0)),
       pidfd_(std::exchange(o.pidfd_, -1)),
       status_(o.status_),
       in_(std::move(o.in_)),
@@ -145,6 +152,7 @@ Child& Child::operator=(Child&& o) noexcept {
   if (this != &o) {
     release();
     pid_ = std::exchange(o.pid_, -1);
+    group_ = std::exchange(o.group_, 0);
     pidfd_ = std::exchange(o.pidfd_, -1);
     status_ = o.status_;
     in_ = std::move(o.in_);
@@ -171,7 +179,11 @@ void Child::release() noexcept {
       }
     }
   }
+  // What the child left in its group. Only while the child is unreaped: its
+  // pid then pins the group's id, which cannot have been reused.
+  if (group_ > 0 && !status_) ::kill(-group_, SIGKILL);
   if (pidfd_ >= 0) ::close(pidfd_);
+  group_ = 0;
   pid_ = -1;
   pidfd_ = -1;
 }
@@ -189,6 +201,13 @@ net::Stream& Child::err() { return pipe_or_throw(err_, "err"); }
 
 void Child::kill(int sig) {
   if (pid_ > 0 && !status_) ::kill(pid_, sig);
+}
+
+void Child::kill_group(int sig) {
+  if (group_ <= 0) {
+    throw std::logic_error("shoal::process::Child::kill_group: the child was not spawned with Options::process_group");
+  }
+  ::kill(-group_, sig);  // ESRCH: the group is empty
 }
 
 Task<ExitStatus> Child::wait() {

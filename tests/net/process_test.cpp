@@ -2,6 +2,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -103,6 +104,39 @@ SHOAL_TEST(ProcessTest, StderrAndDevNullAreWiredAsAsked) {
   EXPECT_EQ(co_await read_all(child.err()), "err\n");
   EXPECT_TRUE((co_await child.wait()).success());
   EXPECT_THROW((void)child.out(), std::logic_error);
+}
+
+SHOAL_TEST(ProcessTest, KillGroupReachesWhatTheChildStarted) {
+  process::Options opts;
+  opts.out = process::Stdio::pipe;
+  opts.process_group = true;
+  auto child = process::spawn({"sh", "-c", "sleep 60 & echo $!; wait"}, opts);
+  std::string line;
+  while (line.find('\n') == std::string::npos) {
+    char buf[64];
+    const std::size_t n = co_await child.out().read_some(std::as_writable_bytes(std::span(buf)));
+    SHOAL_CO_ASSERT(n > 0);
+    line.append(buf, n);
+  }
+  const pid_t grandchild = std::stoi(line);
+  child.kill_group(SIGTERM);
+  const auto status = co_await child.wait();
+  EXPECT_EQ(status.signal, SIGTERM) << status.to_string();
+  // The grandchild got SIGTERM too (its exit is its adopter's to reap).
+  bool gone = false;
+  for (int i = 0; i < 5000 && !gone; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(grandchild) + "/stat");
+    std::string st;
+    gone = !std::getline(stat, st) || st.substr(st.rfind(')') + 2, 1) == "Z";
+    if (!gone) co_await shoal::sleep_for(1ms);
+  }
+  EXPECT_TRUE(gone) << "the group's other member outlived kill_group";
+}
+
+SHOAL_TEST(ProcessTest, KillGroupWithoutAProcessGroupIsALogicError) {
+  auto child = process::spawn({"true"});
+  EXPECT_THROW(child.kill_group(SIGTERM), std::logic_error);
+  (void)co_await child.wait();
 }
 
 }  // namespace

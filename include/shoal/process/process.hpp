@@ -21,6 +21,10 @@ struct Options {
   Stdio err = Stdio::inherit;
   std::string cwd;                              ///< empty: the parent's
   std::optional<std::vector<std::string>> env;  ///< "K=V" entries; none: the parent's environment
+  /// The child leads a new process group (its pgid is its pid), so
+  /// Child::kill_group reaches what it starts too (`sh -c`, `npx`), and a
+  /// terminal's signals to the parent's group do not reach it.
+  bool process_group = false;
 };
 
 /// How a child ended.
@@ -33,7 +37,10 @@ struct ExitStatus {
 
 /// A running (or finished) child. Move-only.
 /// The destructor of a child that was never waited for kills it (SIGKILL)
-/// and reaps it without blocking: no zombie, no orphan left running.
+/// and reaps it without blocking: no zombie, no orphan left running. With
+/// Options::process_group, the destructor SIGKILLs the whole group, so a
+/// grandchild the child left behind does not outlive it either (once the
+/// child was waited for, kill_group is how to reach what is left).
 class Child {
  public:
   Child(Child&& o) noexcept;
@@ -61,12 +68,18 @@ class Child {
   Task<ExitStatus> wait();
   /// Sends `sig` (default SIGTERM); a no-op once the child was reaped.
   void kill(int sig = 15);
+  /// Sends `sig` to the child's process group: the child and whatever it
+  /// started that stayed in the group, also after the child itself exited
+  /// (a no-op once the group is empty). Throws std::logic_error unless the
+  /// child was spawned with Options::process_group.
+  void kill_group(int sig = 15);
 
  private:
   friend Child spawn(const std::vector<std::string>& argv, const Options& options);
   Child() = default;
   void release() noexcept;
   pid_t pid_ = -1;
+  pid_t group_ = 0;  // the child's pgid with Options::process_group, else 0
   int pidfd_ = -1;
   std::optional<ExitStatus> status_;
   std::optional<net::Stream> in_, out_, err_;
