@@ -78,7 +78,11 @@ Task<void> serve_connection(Server& server, net::Stream conn, HandlerRef handler
 /// graceful shutdown must reach. Outlives every connection it serves.
 class Server {
  public:
-  explicit Server(ServerOptions options = {}) : options_(options) {}
+  /// With `shutdown`, a triggered signal counts as shutdown() for every
+  /// answer and connection from then on, even before shutdown() is called
+  /// (which is still what closes the connections that are idle).
+  explicit Server(ServerOptions options = {}, net::ShutdownSignal* shutdown = nullptr)
+      : options_(options), signal_(shutdown) {}
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
@@ -111,12 +115,15 @@ class Server {
   /// `Connection: close`), and new connections are closed unserved.
   /// Idempotent; any thread or task; never waits.
   void shutdown() noexcept;
-  bool shutting_down() const noexcept { return shutting_down_.load(std::memory_order_seq_cst); }
+  bool shutting_down() const noexcept {
+    return shutting_down_.load(std::memory_order_seq_cst) || (signal_ != nullptr && signal_->triggered());
+  }
   const ServerOptions& options() const noexcept { return options_; }
 
  private:
   friend struct detail::Connection;
   ServerOptions options_;
+  net::ShutdownSignal* signal_;
   std::atomic<bool> shutting_down_{false};
   std::mutex mu_;  // guards connections_ and the fds in it
   ::shoal::detail::IntrusiveList<detail::Connection> connections_;
@@ -130,8 +137,8 @@ class Server {
 /// Checkpoint, Cancellation, Thread-safety, Throws: as net::serve.
 template <class H>
 Task<void> serve(net::Listener& listener, net::ServeOptions serve_options, ServerOptions options, H handler) {
-  Server server(options);
   net::ShutdownSignal* const stop = serve_options.shutdown;
+  Server server(options, stop);  // answers after the trigger say close, before the watcher below runs
   co_await scope([&](Scope& s) -> Task<void> {
     if (stop != nullptr) {
       s.spawn([&]() -> Task<void> {

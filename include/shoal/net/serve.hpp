@@ -28,7 +28,7 @@ namespace shoal::net {
 class ShutdownSignal {
  public:
   void trigger() { ev_.set(); }
-  bool triggered() { return ev_.is_set(); }
+  bool triggered() const { return ev_.is_set(); }
   /// Waits until triggered.
   /// Checkpoint: yes (cancellation is checked first); once triggered it
   ///   returns at once (yielding once per budget).
