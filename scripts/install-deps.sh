@@ -10,6 +10,9 @@ command -v clang++ >/dev/null || need+=(clang)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev libgmock-dev)
 [ -f /usr/include/benchmark/benchmark.h ] || need+=(libbenchmark-dev)
+# OpenSSL for shoal::tls, and its command line for the TLS tests' certificates and peers.
+[ -f /usr/include/openssl/ssl.h ] || need+=(libssl-dev)
+command -v openssl >/dev/null || need+=(openssl)
 # Real HTTP clients that drive shoal::http in tests/net/http_clients_test.cpp.
 command -v curl >/dev/null || need+=(curl)
 command -v ab >/dev/null || need+=(apache2-utils)

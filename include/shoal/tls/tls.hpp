@@ -1,0 +1,141 @@
+// TLS over a net::Stream, with OpenSSL (link shoal::tls): client and server
+// handshakes as awaitables, SNI, ALPN, certificate verification on by
+// default for clients (the system trust store, the host name checked), and a
+// clean shutdown (close_notify). Every wait is a wait of the underlying
+// net::Stream, so every wait is a checkpoint.
+//
+//   auto ctx = shoal::tls::Context::client();
+//   auto tls = co_await shoal::tls::connect(co_await shoal::net::connect(addr), ctx, "example.com");
+//   co_await tls.write_all(request);
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shoal/net/stream.hpp"
+#include "shoal/runtime/task.hpp"
+
+struct ssl_st;      // OpenSSL's SSL, kept out of this header
+struct ssl_ctx_st;  // OpenSSL's SSL_CTX
+
+namespace shoal::tls {
+
+/// A TLS failure: what failed and why, e.g. "shoal::tls: handshake with
+/// wrong.example (127.0.0.1:443) failed: certificate verify failed:
+/// hostname mismatch".
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+struct ClientOptions {
+  bool verify = true;      ///< check the peer's certificate chain and host name
+  std::string ca_file;     ///< trust these CAs (PEM) instead of the system's store
+  std::vector<std::string> alpn;  ///< protocols to offer, most preferred first (e.g. "h2", "http/1.1")
+};
+
+struct ServerOptions {
+  std::string certificate_chain_file;  ///< PEM: the certificate, then its intermediates
+  std::string private_key_file;        ///< PEM
+  std::vector<std::string> alpn;       ///< protocols to accept, most preferred first
+};
+
+/// Shared settings for many connections (an SSL_CTX). Cheap to copy; any
+/// thread. Throws Error naming the file or setting that failed.
+class Context {
+ public:
+  struct Impl;  // internal: what the context's callbacks read
+  /// An empty context (what a moved-from or default Stream holds).
+  Context() noexcept = default;
+  static Context client(const ClientOptions& options);
+  /// The defaults: verification against the system store, no ALPN. (An
+  /// overload, not a default argument: g++ 12 destroys a default argument's
+  /// temporary twice when the call is inside a co_await expression.)
+  static Context client();
+  static Context server(const ServerOptions& options);
+  ssl_ctx_st* native() const noexcept { return ctx_.get(); }
+
+ private:
+  explicit Context(std::shared_ptr<ssl_ctx_st> ctx, std::shared_ptr<const Impl> impl) noexcept
+      : ctx_(std::move(ctx)), impl_(std::move(impl)) {}
+  std::shared_ptr<ssl_ctx_st> ctx_;
+  std::shared_ptr<const Impl> impl_;  // the ALPN list, for the server's callback
+  friend class Stream;
+};
+
+/// A TLS connection over a net::Stream. Move-only.
+/// Thread-safety: one task at a time per Stream. Unlike net::Stream, a
+/// reader and a writer may not run at once: TLS reads can have to write
+/// (key updates) and the connection's state is one.
+class Stream {
+ public:
+  Stream() noexcept;
+  Stream(Stream&&) noexcept;
+  Stream& operator=(Stream&&) noexcept;
+  ~Stream();
+
+  /// Reads decrypted bytes (waits if none are available); 0 once the peer
+  /// has closed cleanly (close_notify).
+  /// Checkpoint: yes (each wait on the socket). Cancellation: no byte was
+  ///   returned; bytes already decrypted stay for the next read.
+  /// Throws: Cancelled; Error (including a peer that closed without
+  ///   close_notify: the data may have been truncated); std::system_error
+  ///   from the socket; net::IdleTimeout as net::Stream.
+  Task<std::size_t> read_some(std::span<std::byte> buf);
+  /// Encrypts and writes all of `buf`.
+  /// Checkpoint: yes. Cancellation: a prefix may have gone out: close it.
+  /// Throws: Cancelled; Error; std::system_error (EPIPE, ECONNRESET).
+  Task<void> write_all(std::span<const std::byte> buf);
+  Task<void> write_all(std::string_view text) { return write_all(std::as_bytes(std::span(text.data(), text.size()))); }
+  /// Sends close_notify (the peer's read then returns 0) and ends our
+  /// writing side; it does not wait for the peer's close_notify.
+  /// Checkpoint: yes. Throws: Cancelled; std::system_error.
+  Task<void> shutdown();
+
+  /// The protocol ALPN chose, or empty.
+  std::string alpn() const;
+  /// The underlying socket (e.g. for its addresses or an idle limit).
+  net::Stream& socket() noexcept { return sock_; }
+  bool is_open() const noexcept { return ssl_ != nullptr; }
+
+ private:
+  friend Task<Stream> connect(net::Stream, const Context&, std::string, std::chrono::milliseconds);
+  friend Task<Stream> accept(net::Stream, const Context&, std::chrono::milliseconds);
+  enum class Op : unsigned char { handshake, read, write, shutdown };
+  Stream(net::Stream sock, const Context& ctx, bool client);
+  Task<int> drive(Op op, void* data, std::size_t size, std::size_t* done);
+  Task<void> flush();
+  Task<void> handshake(std::chrono::milliseconds timeout);
+  std::string describe() const;
+
+  net::Stream sock_;
+  Context ctx_;
+  ssl_st* ssl_ = nullptr;
+  std::string host_;                  // the name verified and sent as SNI (clients)
+  std::vector<std::byte> buf_;        // socket I/O, only while a call runs
+  std::int64_t deadline_ns_ = 0;      // the handshake's end (shoal::now()), 0 if none
+  bool client_ = false;
+};
+
+/// Performs a client handshake on `sock` for `host`: SNI and, with
+/// verification on, the certificate checked against `host` (a name or an
+/// IP address). The whole handshake must finish within `timeout`.
+/// Checkpoint: yes. Cancellation: everything is freed; the socket closes.
+/// Throws: Cancelled; Error naming the host and why (the verification
+///   reason, a timeout, a protocol alert); std::system_error from the socket.
+Task<Stream> connect(net::Stream sock, const Context& ctx, std::string host,
+                     std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+/// Performs a server handshake on `sock` (an accepted connection).
+/// Checkpoint, Cancellation, Throws: as connect (the error names the peer).
+Task<Stream> accept(net::Stream sock, const Context& ctx,
+                    std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+}  // namespace shoal::tls
