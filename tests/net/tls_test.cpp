@@ -4,6 +4,7 @@
 // openssl command line.
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -172,12 +173,12 @@ SHOAL_TEST(Tls, APeerThatStallsMidHandshakeTimesOutAndACancelledHandshakeFreesEv
   auto l = Listener::bind(Address::parse("127.0.0.1:0"));
   const int fds_before = shoal::test::open_fds();
   co_await shoal::scope([&](shoal::Scope& sc) -> Task<void> {
-    std::vector<shoal::net::Stream> silent;  // accepted, never answered
-    shoal::Event accepted;
+    std::vector<shoal::net::Stream> silent;  // accepted, never answered (only the accepting task touches it)
+    std::atomic<int> accepted{0};
     sc.spawn([&]() -> Task<void> {
       for (int i = 0; i < 2; ++i) {
         silent.push_back(co_await l.accept());
-        accepted.set();
+        accepted.fetch_add(1, std::memory_order_release);
       }
     });
     auto attempt = [&]() -> Task<void> { (void)co_await dial(l.local_address(), client_context(), "localhost", 100ms); };
@@ -190,7 +191,7 @@ SHOAL_TEST(Tls, APeerThatStallsMidHandshakeTimesOutAndACancelledHandshakeFreesEv
         auto stalled = [&]() -> Task<void> { (void)co_await dial(l.local_address(), client_context(), "localhost"); };
         (void)co_await cut.run(stalled());
       });
-      while (silent.size() < 2) co_await shoal::checkpoint();  // the second handshake has begun
+      while (accepted.load(std::memory_order_acquire) < 2) co_await shoal::checkpoint();  // the second handshake has begun
       cut.cancel();
       co_return;
     });
