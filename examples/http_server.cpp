@@ -1,23 +1,50 @@
-// An HTTP/1.1 keep-alive "hello" server on shoal::http::serve.
-//   http_server [address] [max_connections]   (default 127.0.0.1:8080, 10000)
+// An HTTP/1.1 keep-alive "hello" server on shoal::http::serve, over TLS with
+// --tls (HTTPS: a PEM certificate chain and its private key).
+//   http_server [address] [max_connections] [--tls CERT KEY]
+//   (default 127.0.0.1:8080, 10000)
 // SIGINT or SIGTERM starts a graceful shutdown.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "http/hello.hpp"
 #include "shoal/shoal.hpp"
+#if SHOAL_EXAMPLE_TLS
+#include "shoal/http/https.hpp"
+#endif
 
 namespace {
 
-shoal::Task<void> run_server(shoal::net::Address address, std::size_t max_connections) {
-  auto listener = shoal::net::Listener::bind(address);
-  std::printf("listening on http://%s\n", listener.local_address().to_string().c_str());
+struct Args {
+  std::string address = "127.0.0.1:8080";
+  std::size_t max_connections = 10'000;
+  std::string certificate, key;  // --tls
+};
+
+shoal::Task<void> serve(shoal::net::Listener& listener, const Args& args, shoal::net::ServeOptions options) {
+  if (args.certificate.empty()) {
+    co_await shoal::http::serve(listener, std::move(options), shoal::http::ServerOptions{}, hello::Handler{});
+    co_return;
+  }
+#if SHOAL_EXAMPLE_TLS
+  auto tls = shoal::tls::Context::server({.certificate_chain_file = args.certificate, .private_key_file = args.key,
+                                          .alpn = {"http/1.1"}});
+  co_await shoal::http::serve(listener, std::move(options), shoal::http::ServerOptions{}, std::move(tls),
+                              hello::Handler{});
+#endif
+}
+
+shoal::Task<void> run_server(const Args& args) {
+  auto listener = shoal::net::Listener::bind(shoal::net::Address::parse(args.address));
+  std::printf("listening on %s://%s\n", args.certificate.empty() ? "http" : "https",
+              listener.local_address().to_string().c_str());
   std::fflush(stdout);
   shoal::net::ShutdownSignal stop;
   shoal::net::ServeOptions options;
-  options.max_connections = max_connections;
+  options.max_connections = args.max_connections;
   options.shutdown = &stop;
   options.grace_period = std::chrono::seconds(5);
   co_await shoal::scope([&](shoal::Scope& s) -> shoal::Task<void> {
@@ -26,18 +53,51 @@ shoal::Task<void> run_server(shoal::net::Address address, std::size_t max_connec
       std::printf("signal %d: shutting down gracefully\n", sig);
       stop.trigger();
     });
-    co_await shoal::http::serve(listener, options, shoal::http::ServerOptions{}, hello::Handler{});
+    co_await serve(listener, args, options);
     s.cancel();  // the signal waiter
   });
+}
+
+std::optional<Args> parse(int argc, char** argv) {
+  Args a;
+  int positional = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--tls") {
+      if (i + 2 >= argc) return std::nullopt;
+      a.certificate = argv[++i];
+      a.key = argv[++i];
+    } else if (positional == 0) {
+      a.address = arg;
+      ++positional;
+    } else if (positional == 1) {
+      char* end = nullptr;
+      a.max_connections = std::strtoul(argv[i], &end, 10);
+      if (*end != '\0' || a.max_connections == 0) return std::nullopt;
+      ++positional;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return a;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::optional<Args> args = parse(argc, argv);
+  if (!args) {
+    std::fprintf(stderr, "usage: http_server [address] [max_connections] [--tls CERT_CHAIN.pem KEY.pem]\n");
+    return 2;
+  }
+#if !SHOAL_EXAMPLE_TLS
+  if (!args->certificate.empty()) {
+    std::fprintf(stderr, "http_server: built without shoal::tls (OpenSSL 3 was not found): --tls is unavailable\n");
+    return 2;
+  }
+#endif
   try {
-    const auto address = shoal::net::Address::parse(argc > 1 ? argv[1] : "127.0.0.1:8080");
-    const std::size_t max_connections = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 10'000;
-    shoal::run(run_server(address, max_connections));
+    shoal::run(run_server(*args));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "http_server: %s\n", e.what());
     return 1;

@@ -15,8 +15,11 @@
 #include <openssl/x509v3.h>
 
 #include <algorithm>
+#include <cstring>
+#include <mutex>
 #include <utility>
 
+#include "shoal/sync/mutex.hpp"
 #include "shoal/time/sleep.hpp"
 
 namespace shoal::tls {
@@ -74,6 +77,10 @@ std::shared_ptr<ssl_ctx_st> new_context(const SSL_METHOD* method) {
   SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
   // Idle connections give their record buffers back (34 KiB each otherwise).
   SSL_CTX_set_mode(ctx.get(), SSL_MODE_RELEASE_BUFFERS);
+  // A renegotiation would make a write wait for a read, which a reader and a
+  // writer running at once cannot share (TLS 1.3 has none; 1.2 peers get a
+  // no_renegotiation alert).
+  SSL_CTX_set_options(ctx.get(), SSL_OP_NO_RENEGOTIATION);
   return ctx;
 }
 
@@ -125,53 +132,115 @@ Context Context::server(const ServerOptions& o) {
   return Context(std::move(ctx), std::move(impl));
 }
 
+namespace detail {
+
+/// A connection's OpenSSL state. On the heap: a Stream moves, and OpenSSL's
+/// BIO holds this address. A reader and a writer may run at once on
+/// different workers: `mu` serializes every OpenSSL call and guards the
+/// buffers the BIO reads and writes; `send_mu` orders the socket writes, so
+/// the bytes OpenSSL produced go out in the order it produced them (a
+/// read's alert or key update between a write's records).
+struct Conn {
+  Context ctx;
+  SSL* ssl = nullptr;
+  std::string host;            // clients: the name verified and sent as SNI
+  std::int64_t deadline_ns = 0;  // the handshake's end (shoal::now()), 0 if none
+  bool client = false;
+
+  std::mutex mu;
+  std::vector<std::byte> in;   // received, not yet taken by OpenSSL: in[in_pos..]
+  std::size_t in_pos = 0;
+  std::vector<std::byte> out;  // produced by OpenSSL, not yet taken to the socket
+  bool broken = false;         // a socket write was cut: the record stream is corrupt
+
+  std::vector<std::byte> rx;   // the reader's: socket bytes on their way to `in`
+  Mutex send_mu{"shoal::tls::Stream's writes"};
+
+  ~Conn() {
+    if (ssl != nullptr) SSL_free(ssl);
+  }
+};
+
+}  // namespace detail
+
+namespace {
+
+using detail::Conn;
+
+// A BIO over Conn's buffers: OpenSSL reads `in` and appends to `out`; the
+// Stream moves bytes between them and the socket. (A memory BIO would clear
+// its whole buffer on each reset and keep its largest size forever.)
+int bio_write(BIO* b, const char* data, int len) {
+  auto* c = static_cast<Conn*>(BIO_get_data(b));
+  BIO_clear_retry_flags(b);
+  const auto* p = reinterpret_cast<const std::byte*>(data);
+  c->out.insert(c->out.end(), p, p + len);
+  return len;
+}
+
+int bio_read(BIO* b, char* data, int len) {
+  auto* c = static_cast<Conn*>(BIO_get_data(b));
+  BIO_clear_retry_flags(b);
+  const std::size_t have = c->in.size() - c->in_pos;
+  if (have == 0) {
+    BIO_set_retry_read(b);  // "wait for more", not end of stream
+    return -1;
+  }
+  const std::size_t n = std::min(have, static_cast<std::size_t>(len));
+  std::memcpy(data, c->in.data() + c->in_pos, n);
+  c->in_pos += n;
+  return static_cast<int>(n);
+}
+
+long bio_ctrl(BIO* b, int cmd, long, void*) {
+  const auto* c = static_cast<const Conn*>(BIO_get_data(b));
+  switch (cmd) {
+    case BIO_CTRL_FLUSH: return 1;
+    case BIO_CTRL_PENDING: return static_cast<long>(c->in.size() - c->in_pos);
+    case BIO_CTRL_WPENDING: return static_cast<long>(c->out.size());
+    default: return 0;
+  }
+}
+
+int bio_create(BIO* b) {
+  BIO_set_init(b, 1);
+  return 1;
+}
+
+BIO_METHOD* conn_bio_method() {
+  static BIO_METHOD* const method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "shoal::tls");
+    if (m == nullptr || BIO_meth_set_write(m, bio_write) != 1 || BIO_meth_set_read(m, bio_read) != 1 ||
+        BIO_meth_set_ctrl(m, bio_ctrl) != 1 || BIO_meth_set_create(m, bio_create) != 1) {
+      fail("cannot create the connection's BIO method");
+    }
+    return m;
+  }();
+  return method;
+}
+
+}  // namespace
+
 Stream::Stream() noexcept = default;
+Stream::Stream(Stream&&) noexcept = default;
+Stream& Stream::operator=(Stream&&) noexcept = default;
+Stream::~Stream() = default;
 
-Stream::Stream(net::Stream sock, const Context& ctx, bool client) : sock_(std::move(sock)), ctx_(ctx), client_(client) {
-  ssl_ = SSL_new(ctx.native());
-  if (ssl_ == nullptr) fail("cannot create a connection");
-  BIO* in = BIO_new(BIO_s_mem());
-  BIO* out = BIO_new(BIO_s_mem());
-  if (in == nullptr || out == nullptr) {
-    BIO_free(in);
-    BIO_free(out);
-    SSL_free(std::exchange(ssl_, nullptr));
-    fail("cannot create the connection's buffers");
-  }
-  BIO_set_mem_eof_return(in, -1);  // empty means "wait for more", not end of stream
-  SSL_set_bio(ssl_, in, out);      // the connection owns both now
+Stream::Stream(net::Stream sock, const Context& ctx, bool client)
+    : sock_(std::move(sock)), conn_(std::make_unique<Conn>()) {
+  conn_->ctx = ctx;
+  conn_->client = client;
+  conn_->ssl = SSL_new(ctx.native());
+  if (conn_->ssl == nullptr) fail("cannot create a connection");
+  BIO* bio = BIO_new(conn_bio_method());
+  if (bio == nullptr) fail("cannot create the connection's BIO");
+  BIO_set_data(bio, conn_.get());
+  SSL_set_bio(conn_->ssl, bio, bio);  // one BIO both ways; the connection owns it now
   if (client) {
-    SSL_set_connect_state(ssl_);
+    SSL_set_connect_state(conn_->ssl);
   } else {
-    SSL_set_accept_state(ssl_);
+    SSL_set_accept_state(conn_->ssl);
   }
-}
-
-Stream::Stream(Stream&& o) noexcept
-    : sock_(std::move(o.sock_)),
-      ctx_(std::move(o.ctx_)),
-      ssl_(std::exchange(o.ssl_, nullptr)),
-      host_(std::move(o.host_)),
-      buf_(std::move(o.buf_)),
-      deadline_ns_(o.deadline_ns_),
-      client_(o.client_) {}
-
-Stream& Stream::operator=(Stream&& o) noexcept {
-  if (this != &o) {
-    if (ssl_ != nullptr) SSL_free(ssl_);
-    sock_ = std::move(o.sock_);
-    ctx_ = std::move(o.ctx_);
-    ssl_ = std::exchange(o.ssl_, nullptr);
-    host_ = std::move(o.host_);
-    buf_ = std::move(o.buf_);
-    deadline_ns_ = o.deadline_ns_;
-    client_ = o.client_;
-  }
-  return *this;
-}
-
-Stream::~Stream() {
-  if (ssl_ != nullptr) SSL_free(ssl_);
 }
 
 std::string Stream::describe() const {
@@ -181,65 +250,116 @@ std::string Stream::describe() const {
   } catch (const std::exception&) {
     peer = "an unknown peer";
   }
-  return client_ ? host_ + " (" + peer + ")" : peer;
+  return conn_ != nullptr && conn_->client ? conn_->host + " (" + peer + ")" : peer;
 }
 
 std::string Stream::alpn() const {
-  if (ssl_ == nullptr) return {};
+  if (conn_ == nullptr) return {};
+  std::lock_guard lock(conn_->mu);
   const unsigned char* p = nullptr;
   unsigned len = 0;
-  SSL_get0_alpn_selected(ssl_, &p, &len);
+  SSL_get0_alpn_selected(conn_->ssl, &p, &len);
   return std::string(reinterpret_cast<const char*>(p), len);
 }
 
+Task<void> Stream::send(std::vector<std::byte>& bytes) {
+  try {
+    co_await sock_.write_all(bytes);
+  } catch (...) {
+    // Cut part-way (cancelled, timed out, failed): the peer may hold part
+    // of a record, so nothing more can be sent on this connection.
+    std::lock_guard lock(conn_->mu);
+    conn_->broken = true;
+    throw;
+  }
+  bytes.clear();
+}
+
 Task<void> Stream::flush() {
-  BIO* out = SSL_get_wbio(ssl_);
-  char* data = nullptr;
-  const long pending = BIO_get_mem_data(out, &data);
-  if (pending <= 0) co_return;
-  co_await sock_.write_all(std::span<const std::byte>(reinterpret_cast<const std::byte*>(data),
-                                                      static_cast<std::size_t>(pending)));
-  (void)BIO_reset(out);
+  auto body = [this]() -> Task<void> {
+    std::vector<std::byte> sending;
+    for (;;) {
+      {
+        std::lock_guard lock(conn_->mu);
+        if (conn_->out.empty()) co_return;
+        sending.swap(conn_->out);  // what OpenSSL produced so far, in order
+      }
+      co_await send(sending);
+    }
+  };
+  co_await with_lock(conn_->send_mu, std::move(body));
 }
 
 Task<int> Stream::drive(Op op, void* data, std::size_t size, std::size_t* done) {
-  if (ssl_ == nullptr) throw std::logic_error("shoal::tls::Stream: used after a move or a failed handshake");
+  if (conn_ == nullptr) throw std::logic_error("shoal::tls::Stream: used after a move or a failed handshake");
+  Conn& c = *conn_;
   for (;;) {
-    ERR_clear_error();
-    int r = 0;
+    int err = SSL_ERROR_NONE;
     std::size_t n = 0;
-    switch (op) {
-      case Op::handshake: r = SSL_do_handshake(ssl_); break;
-      case Op::read: r = SSL_read_ex(ssl_, data, size, &n); break;
-      case Op::write: r = SSL_write_ex(ssl_, data, size, &n); break;
-      case Op::shutdown: r = SSL_shutdown(ssl_) >= 0 ? 1 : -1; break;
+    std::string detail;
+    long verify = X509_V_OK;
+    bool produced = false;
+    {
+      std::lock_guard lock(c.mu);
+      if (c.broken) {
+        throw Error("shoal::tls: connection to " + describe() +
+                    ": a write was cut off part-way (cancelled or failed), so the connection cannot be used");
+      }
+      ERR_clear_error();
+      int r = 0;
+      switch (op) {
+        case Op::handshake: r = SSL_do_handshake(c.ssl); break;
+        case Op::read: r = SSL_read_ex(c.ssl, data, size, &n); break;
+        case Op::write: r = SSL_write_ex(c.ssl, data, size, &n); break;
+        case Op::shutdown: r = SSL_shutdown(c.ssl) >= 0 ? 1 : -1; break;
+      }
+      err = r > 0 ? SSL_ERROR_NONE : SSL_get_error(c.ssl, r);
+      // Before any wait: OpenSSL's error queue belongs to this thread.
+      if (err == SSL_ERROR_SSL || err == SSL_ERROR_SYSCALL) detail = openssl_errors();
+      verify = SSL_get_verify_result(c.ssl);
+      if (c.in_pos == c.in.size()) {
+        c.in.clear();
+        c.in_pos = 0;
+      }
+      produced = !c.out.empty();
     }
-    const int err = r > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl_, r);
-    // Before any wait: the error queue belongs to this thread.
-    const std::string detail = err == SSL_ERROR_SSL || err == SSL_ERROR_SYSCALL ? openssl_errors() : std::string();
-    const long verify = SSL_get_verify_result(ssl_);
-    co_await flush();  // what the call produced: handshake messages, records, alerts
+    // What the call produced (handshake messages, records, alerts) goes out
+    // first, even when it failed: an alert tells the peer why.
+    if (produced) {
+      if (err == SSL_ERROR_SSL || err == SSL_ERROR_SYSCALL) {
+        try {
+          co_await flush();
+        } catch (const std::system_error&) {
+          // the alert was a courtesy; the error below says what failed
+        }
+      } else {
+        co_await flush();
+      }
+    }
     if (err == SSL_ERROR_NONE) {
       if (done != nullptr) *done = n;
       co_return 1;
     }
     if (err == SSL_ERROR_ZERO_RETURN) co_return 0;  // close_notify
-    if (err == SSL_ERROR_WANT_WRITE) continue;      // flushed above
     if (err == SSL_ERROR_WANT_READ) {
-      if (deadline_ns_ != 0) {  // a handshake: each wait gets only the time left
-        const auto left = std::chrono::nanoseconds(deadline_ns_) - shoal::now().time_since_epoch();
+      if (c.deadline_ns != 0) {  // a handshake: each wait gets only the time left
+        const auto left = std::chrono::nanoseconds(c.deadline_ns) - shoal::now().time_since_epoch();
         sock_.set_idle_timeout(std::max(std::chrono::milliseconds(1),
                                         std::chrono::ceil<std::chrono::milliseconds>(left)));
       }
-      buf_.resize(17 * 1024);  // a whole record and its header
-      const std::size_t got = co_await sock_.read_some(buf_);
+      c.rx.resize(17 * 1024);  // a whole record and its header
+      const std::size_t got = co_await sock_.read_some(c.rx);
       if (got == 0) {
         throw Error("shoal::tls: " + std::string(op == Op::handshake ? "handshake with " : "connection to ") +
                     describe() + ": the peer closed the connection" +
                     (op == Op::handshake ? "" : " without close_notify (the data may be truncated)"));
       }
-      if (BIO_write(SSL_get_rbio(ssl_), buf_.data(), static_cast<int>(got)) != static_cast<int>(got)) {
-        fail("cannot buffer received bytes");
+      c.rx.resize(got);
+      std::lock_guard lock(c.mu);
+      if (c.in.empty()) {
+        c.in.swap(c.rx);  // the common case: no copy
+      } else {
+        c.in.insert(c.in.end(), c.rx.begin(), c.rx.end());
       }
       continue;
     }
@@ -256,33 +376,48 @@ Task<void> Stream::handshake(std::chrono::milliseconds timeout) {
   // The whole handshake within `timeout`: the socket's idle limit is the
   // time left, so a peer that stalls part-way is cut off too.
   const auto limit = sock_.idle_timeout();
-  deadline_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>((shoal::now() + timeout).time_since_epoch()).count();
+  conn_->deadline_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>((shoal::now() + timeout).time_since_epoch()).count();
   try {
     (void)co_await drive(Op::handshake, nullptr, 0, nullptr);
   } catch (const net::IdleTimeout&) {
     throw Error("shoal::tls: handshake with " + describe() + " timed out after " + std::to_string(timeout.count()) +
                 " ms");
   }
-  deadline_ns_ = 0;
+  conn_->deadline_ns = 0;
   sock_.set_idle_timeout(limit);
-  std::vector<std::byte>().swap(buf_);
+  std::vector<std::byte>().swap(conn_->rx);
 }
 
 Task<std::size_t> Stream::read_some(std::span<std::byte> buf) {
   if (buf.empty()) co_return 0;
   std::size_t n = 0;
   const int r = co_await drive(Op::read, buf.data(), buf.size(), &n);
-  std::vector<std::byte>().swap(buf_);  // an idle connection holds no buffer
+  std::vector<std::byte>().swap(conn_->rx);  // an idle connection holds no buffer
+  {
+    std::lock_guard lock(conn_->mu);
+    if (conn_->in.empty()) std::vector<std::byte>().swap(conn_->in);
+  }
   co_return r == 0 ? 0 : n;
 }
 
 Task<void> Stream::write_all(std::span<const std::byte> buf) {
+  // In pieces: OpenSSL encrypts a whole call into `out` before it goes out.
+  constexpr std::size_t kPiece = 64 * 1024;
   for (std::size_t off = 0; off < buf.size();) {
     std::size_t n = 0;
-    (void)co_await drive(Op::write, const_cast<std::byte*>(buf.data() + off), buf.size() - off, &n);
+    (void)co_await drive(Op::write, const_cast<std::byte*>(buf.data() + off), std::min(kPiece, buf.size() - off), &n);
     off += n;
   }
-  std::vector<std::byte>().swap(buf_);
+}
+
+Task<void> Stream::wait_readable() {
+  if (conn_ == nullptr) throw std::logic_error("shoal::tls::Stream: used after a move or a failed handshake");
+  {
+    std::lock_guard lock(conn_->mu);
+    if (SSL_has_pending(conn_->ssl) == 1 || conn_->in.size() > conn_->in_pos) co_return;
+  }
+  co_await sock_.wait_readable();
 }
 
 Task<void> Stream::shutdown() {
@@ -292,13 +427,14 @@ Task<void> Stream::shutdown() {
 
 Task<Stream> connect(net::Stream sock, const Context& ctx, std::string host, std::chrono::milliseconds timeout) {
   Stream s(std::move(sock), ctx, true);
-  s.host_ = std::move(host);
-  const bool ip = is_ip_address(s.host_);
-  if (!ip && SSL_set_tlsext_host_name(s.ssl_, s.host_.c_str()) != 1) fail("cannot set the server name " + s.host_);
-  X509_VERIFY_PARAM* param = SSL_get0_param(s.ssl_);
+  const std::string& name = s.conn_->host = std::move(host);
+  SSL* ssl = s.conn_->ssl;
+  const bool ip = is_ip_address(name);
+  if (!ip && SSL_set_tlsext_host_name(ssl, name.c_str()) != 1) fail("cannot set the server name " + name);
+  X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
   X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-  if ((ip ? X509_VERIFY_PARAM_set1_ip_asc(param, s.host_.c_str()) : X509_VERIFY_PARAM_set1_host(param, s.host_.c_str(), 0)) != 1) {
-    fail("cannot check certificates against " + s.host_);
+  if ((ip ? X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str()) : X509_VERIFY_PARAM_set1_host(param, name.c_str(), 0)) != 1) {
+    fail("cannot check certificates against " + name);
   }
   co_await s.handshake(timeout);
   co_return s;

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "shoal/http/https.hpp"
 #include "shoal/shoal.hpp"
+#include "shoal/tls/serve.hpp"
 #include "shoal/tls/tls.hpp"
 #include "support/process_stats.hpp"
 #include "support/test_support.hpp"
@@ -311,6 +313,149 @@ SHOAL_TEST(Tls, OpensslSClientAndCurlVerifyAndTalkToAShoalServer) {
     EXPECT_TRUE(st.success()) << st.to_string();
     EXPECT_EQ(out2, "hello over tls 1\n");
   });
+}
+
+// ---- one stream, a reader and a writer at once --------------------------------
+
+SHOAL_TEST(Tls, AReaderAndAWriterRunAtOnceOnOneStream) {
+  // 8 MiB through an echo: the peer writes back as it reads, so a client
+  // that could not read while it writes would stall with both socket
+  // buffers full; on 4 workers the two run on different threads.
+  auto l = Listener::bind(Address::parse("127.0.0.1:0"));
+  constexpr std::size_t kTotal = 8u << 20;
+  std::string data(kTotal, '\0');
+  for (std::size_t i = 0; i < kTotal; ++i) data[i] = static_cast<char>((i * 31 + i / 4096) % 251);
+  std::string received;
+  co_await shoal::scope([&](shoal::Scope& sc) -> Task<void> {
+    sc.spawn([&]() -> Task<void> {
+      tls::Stream s = co_await answer(l, server_context(certs().cert));
+      std::vector<std::byte> buf(16384);
+      for (std::size_t n; (n = co_await s.read_some(buf)) != 0;) {
+        const std::span<const std::byte> got(buf.data(), n);
+        co_await s.write_all(got);
+      }
+      co_await s.shutdown();
+    });
+    tls::Stream c = co_await dial(l.local_address(), client_context(), "localhost");
+    co_await shoal::scope([&](shoal::Scope& pair) -> Task<void> {
+      pair.spawn([&]() -> Task<void> { received = co_await read_to_end(c); });
+      for (std::size_t off = 0; off < kTotal; off += 100'000) {
+        co_await c.write_all(std::string_view(data).substr(off, 100'000));
+      }
+      co_await c.shutdown();
+    });
+  });
+  EXPECT_EQ(received.size(), kTotal);
+  EXPECT_TRUE(received == data) << "the echo came back altered or out of order";
+}
+
+SHOAL_TEST(Tls, AWriteCutByCancellationLeavesAStreamThatSaysItIsBroken) {
+  auto l = Listener::bind(Address::parse("127.0.0.1:0"));
+  shoal::Event done;
+  co_await shoal::scope([&](shoal::Scope& sc) -> Task<void> {
+    sc.spawn([&]() -> Task<void> {
+      tls::Stream s = co_await answer(l, server_context(certs().cert));
+      co_await done.wait();  // never reads: the client's big write blocks
+    });
+    tls::Stream c = co_await dial(l.local_address(), client_context(), "localhost");
+    const std::string big(64u << 20, 'x');
+    auto write_big = [&]() -> Task<void> { co_await c.write_all(big); };
+    const bool finished = co_await shoal::move_on_after(50ms, write_big());
+    EXPECT_FALSE(finished) << "a 64 MiB write to a peer that does not read should not finish";
+    auto attempt = [&]() -> Task<void> { co_await c.write_all(std::string_view("more")); };
+    const std::vector<std::string> says{"localhost", "a write was cut off part-way"};
+    co_await expect_tls_error(attempt(), says);
+    done.set();
+  });
+}
+
+// ---- tls::serve and HTTPS -------------------------------------------------------
+
+std::string port_of(const Listener& l) {
+  const std::string a = l.local_address().to_string();
+  return a.substr(a.rfind(':') + 1);
+}
+
+/// The HTTPS server the tests below talk to: answers "secure <target>".
+struct Echoing {
+  void operator()(const shoal::http::Request& req, shoal::http::Response& res) const {
+    res.body = "secure " + std::string(req.target());
+  }
+};
+
+SHOAL_TEST(Tls, HttpsServesCurlTwoRequestsOnOneKeptAliveConnection) {
+  (void)certs();
+  auto l = Listener::bind(Address::parse("127.0.0.1:0"));
+  const std::string port = port_of(l);
+  shoal::net::ShutdownSignal stop;
+  shoal::net::ServeOptions options;
+  options.shutdown = &stop;
+  co_await shoal::scope([&](shoal::Scope& sc) -> Task<void> {
+    sc.spawn(shoal::http::serve(l, options, shoal::http::ServerOptions{}, server_context(certs().cert, {"http/1.1"}),
+                                Echoing{}));
+    process::Options opts;
+    opts.in = process::Stdio::null;
+    opts.out = process::Stdio::pipe;
+    opts.err = process::Stdio::null;
+    const std::vector<std::string> curl{"curl", "-sS", "--cacert", certs().ca, "-w", " connects=%{num_connects}\n",
+                                        "https://localhost:" + port + "/a", "https://localhost:" + port + "/b"};
+    auto client = process::spawn(curl, opts);
+    const std::string out = co_await read_all(client.out());
+    const auto st = co_await client.wait();
+    EXPECT_TRUE(st.success()) << st.to_string();
+    EXPECT_EQ(out, "secure /a connects=1\nsecure /b connects=0\n") << "the second request reuses the connection";
+    stop.trigger();
+  });
+}
+
+SHOAL_TEST(Tls, HttpsShutdownClosesAnIdleKeptAliveConnectionAtOnceWithCloseNotify) {
+  auto l = Listener::bind(Address::parse("127.0.0.1:0"));
+  shoal::net::ShutdownSignal stop;
+  shoal::net::ServeOptions options;
+  options.shutdown = &stop;
+  options.grace_period = std::chrono::hours(1);  // waiting it out would hang the test
+  co_await shoal::scope([&](shoal::Scope& sc) -> Task<void> {
+    sc.spawn(shoal::http::serve(l, options, shoal::http::ServerOptions{}, server_context(certs().cert), Echoing{}));
+    tls::Stream c = co_await dial(l.local_address(), client_context(), "localhost");
+    co_await c.write_all(std::string_view("GET /idle HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+    std::string answer;
+    std::vector<std::byte> buf(4096);
+    while (answer.find("secure /idle") == std::string::npos) {
+      const std::size_t n = co_await c.read_some(buf);
+      SHOAL_CO_ASSERT(n > 0);
+      answer.append(reinterpret_cast<const char*>(buf.data()), n);
+    }
+    EXPECT_EQ(answer.find("Connection: close"), std::string::npos) << "kept alive before the shutdown";
+    stop.trigger();
+    EXPECT_EQ(co_await c.read_some(buf), 0u) << "the server ends the idle connection with close_notify";
+  });
+}
+
+SHOAL_TEST(Tls, APlainTextClientOfATlsServerIsClosedQuietlyAndOthersAreServed) {
+  auto l = Listener::bind(Address::parse("127.0.0.1:0"));
+  shoal::net::ShutdownSignal stop;
+  shoal::net::ServeOptions options;
+  options.shutdown = &stop;
+  std::atomic<int> faults{0};
+  options.on_handler_fault = [&](std::exception_ptr, const Address&) { faults.fetch_add(1); };
+  auto greet = [](tls::Stream s) -> Task<void> {
+    co_await s.write_all(std::string_view("hi"));
+    co_await s.shutdown();
+  };
+  co_await shoal::scope([&](shoal::Scope& sc) -> Task<void> {
+    sc.spawn(tls::serve(l, options, server_context(certs().cert), greet, 10s));
+    shoal::net::Stream plain = co_await shoal::net::connect(l.local_address());
+    co_await plain.write_all(std::string_view("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+    try {
+      (void)co_await read_all(plain);  // an alert, then the end
+    } catch (const std::system_error&) {
+      // or a reset: closed either way
+    }
+    tls::Stream c = co_await dial(l.local_address(), client_context(), "localhost");
+    EXPECT_EQ(co_await read_to_end(c), "hi");
+    stop.trigger();
+  });
+  EXPECT_EQ(faults.load(), 0) << "a failed handshake is not a handler fault";
 }
 
 }  // namespace

@@ -24,6 +24,10 @@
 #include "shoal/runtime/task.hpp"
 #include "shoal/scope/scope.hpp"
 
+namespace shoal::tls {
+class Stream;  // shoal/tls/tls.hpp; HTTPS needs shoal::tls (shoal/http/https.hpp)
+}
+
 namespace shoal::http {
 
 struct ServerOptions {
@@ -71,6 +75,7 @@ struct Connection : ::shoal::detail::ListHook<> {
 };
 
 Task<void> serve_connection(Server& server, net::Stream conn, HandlerRef handler);
+Task<void> serve_connection(Server& server, tls::Stream conn, HandlerRef handler);  // in shoal::tls
 
 }  // namespace detail
 
@@ -86,7 +91,8 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  /// Serves HTTP/1.1 on `conn` until the client closes it, a limit or a
+  /// Serves HTTP/1.1 on `conn` (a net::Stream, or a tls::Stream after its
+  /// handshake: link shoal::tls) until the client closes it, a limit or a
   /// timeout ends it, or a shutdown does. `handler(const Request&,
   /// Response&)` returns void or Task<void>; it must outlive the call. A
   /// handler's exception is answered with 500 and `Connection: close`, then
@@ -96,8 +102,10 @@ class Server {
   /// Thread-safety: any task; many connections at once.
   /// Throws: Cancelled; the handler's exception; std::system_error from the
   ///   connection (a reset peer is ECONNRESET or EPIPE, which serve ignores).
-  template <class H>
-  Task<void> serve_connection(net::Stream conn, H& handler) {
+  template <class S, class H>
+  Task<void> serve_connection(S conn, H& handler) {
+    static_assert(std::is_same_v<S, net::Stream> || std::is_same_v<S, tls::Stream>,
+                  "shoal::http: a connection is a shoal::net::Stream or a shoal::tls::Stream");
     detail::HandlerRef ref{&handler, nullptr, nullptr};
     if constexpr (std::is_void_v<std::invoke_result_t<H&, const Request&, Response&>>) {
       ref.call = [](void* h, const Request& q, Response& r) { std::invoke(*static_cast<H*>(h), q, r); };
@@ -129,14 +137,13 @@ class Server {
   ::shoal::detail::IntrusiveList<detail::Connection> connections_;
 };
 
-/// net::serve for HTTP: each connection is served by a Server with `options`
-/// and `handler`. When `serve_options.shutdown` triggers, the listener closes
-/// at once (new connections are refused), idle connections close, in-flight
-/// requests are answered with `Connection: close`, and only what still runs
-/// when `serve_options.grace_period` ends is cancelled.
-/// Checkpoint, Cancellation, Thread-safety, Throws: as net::serve.
-template <class H>
-Task<void> serve(net::Listener& listener, net::ServeOptions serve_options, ServerOptions options, H handler) {
+namespace detail {
+
+/// What http::serve and its HTTPS overload share: one Server for every
+/// connection, and the shutdown signal's reach into the idle ones.
+/// `serve_all(server, handler, serve_options)` runs the accept loop.
+template <class H, class ServeAll>
+Task<void> serve_with(net::ServeOptions serve_options, ServerOptions options, H handler, ServeAll serve_all) {
   net::ShutdownSignal* const stop = serve_options.shutdown;
   Server server(options, stop);  // answers after the trigger say close, before the watcher below runs
   co_await scope([&](Scope& s) -> Task<void> {
@@ -146,10 +153,27 @@ Task<void> serve(net::Listener& listener, net::ServeOptions serve_options, Serve
         server.shutdown();
       });
     }
-    co_await net::serve(listener, std::move(serve_options),
-                        [&](net::Stream conn) { return server.serve_connection(std::move(conn), handler); });
+    co_await serve_all(server, handler, std::move(serve_options));
     s.cancel();  // the shutdown watcher, if the shutdown never came
   });
+}
+
+}  // namespace detail
+
+/// net::serve for HTTP: each connection is served by a Server with `options`
+/// and `handler`. When `serve_options.shutdown` triggers, the listener closes
+/// at once (new connections are refused), idle connections close, in-flight
+/// requests are answered with `Connection: close`, and only what still runs
+/// when `serve_options.grace_period` ends is cancelled.
+/// (HTTPS: the overload taking a tls::Context, in shoal/http/https.hpp.)
+/// Checkpoint, Cancellation, Thread-safety, Throws: as net::serve.
+template <class H>
+Task<void> serve(net::Listener& listener, net::ServeOptions serve_options, ServerOptions options, H handler) {
+  auto serve_all = [&listener](Server& server, H& h, net::ServeOptions o) {
+    return net::serve(listener, std::move(o),
+                      [&server, &h](net::Stream conn) { return server.serve_connection(std::move(conn), h); });
+  };
+  return detail::serve_with(std::move(serve_options), options, std::move(handler), serve_all);
 }
 
 }  // namespace shoal::http

@@ -70,10 +70,14 @@ class Context {
   friend class Stream;
 };
 
+namespace detail {
+struct Conn;  // the connection's OpenSSL state and buffers (src/tls/tls.cpp)
+}
+
 /// A TLS connection over a net::Stream. Move-only.
-/// Thread-safety: one task at a time per Stream. Unlike net::Stream, a
-/// reader and a writer may not run at once: TLS reads can have to write
-/// (key updates) and the connection's state is one.
+/// Thread-safety: as net::Stream: one reading task and one writing task may
+/// run at once (e.g. a pump each way); two readers or two writers may not.
+/// Moving or destroying it while a call runs is undefined.
 class Stream {
  public:
   Stream() noexcept;
@@ -82,28 +86,37 @@ class Stream {
   ~Stream();
 
   /// Reads decrypted bytes (waits if none are available); 0 once the peer
-  /// has closed cleanly (close_notify).
+  /// has closed cleanly (close_notify), and for an empty `buf`.
   /// Checkpoint: yes (each wait on the socket). Cancellation: no byte was
-  ///   returned; bytes already decrypted stay for the next read.
+  ///   returned; bytes already received stay for the next read.
   /// Throws: Cancelled; Error (including a peer that closed without
   ///   close_notify: the data may have been truncated); std::system_error
   ///   from the socket; net::IdleTimeout as net::Stream.
   Task<std::size_t> read_some(std::span<std::byte> buf);
   /// Encrypts and writes all of `buf`.
-  /// Checkpoint: yes. Cancellation: a prefix may have gone out: close it.
+  /// Checkpoint: yes. Cancellation: a prefix may have gone out, possibly
+  ///   part of a record: the connection is then broken (every later call
+  ///   throws Error saying so): close it.
   /// Throws: Cancelled; Error; std::system_error (EPIPE, ECONNRESET).
   Task<void> write_all(std::span<const std::byte> buf);
   Task<void> write_all(std::string_view text) { return write_all(std::as_bytes(std::span(text.data(), text.size()))); }
+  /// Waits until a read would not wait for the socket (decrypted or received
+  /// bytes are buffered, or the socket is readable), without reading: an
+  /// idle connection then holds no buffer.
+  /// Checkpoint, Cancellation, Throws: as net::Stream::wait_readable.
+  Task<void> wait_readable();
   /// Sends close_notify (the peer's read then returns 0) and ends our
   /// writing side; it does not wait for the peer's close_notify.
-  /// Checkpoint: yes. Throws: Cancelled; std::system_error.
+  /// Checkpoint: yes. Throws: Cancelled; Error; std::system_error.
   Task<void> shutdown();
 
   /// The protocol ALPN chose, or empty.
   std::string alpn() const;
-  /// The underlying socket (e.g. for its addresses or an idle limit).
+  /// The underlying socket (e.g. for its addresses or an idle limit, which
+  /// applies to every wait on it).
   net::Stream& socket() noexcept { return sock_; }
-  bool is_open() const noexcept { return ssl_ != nullptr; }
+  const net::Stream& socket() const noexcept { return sock_; }
+  bool is_open() const noexcept { return conn_ != nullptr; }
 
  private:
   friend Task<Stream> connect(net::Stream, const Context&, std::string, std::chrono::milliseconds);
@@ -112,16 +125,12 @@ class Stream {
   Stream(net::Stream sock, const Context& ctx, bool client);
   Task<int> drive(Op op, void* data, std::size_t size, std::size_t* done);
   Task<void> flush();
+  Task<void> send(std::vector<std::byte>& bytes);
   Task<void> handshake(std::chrono::milliseconds timeout);
   std::string describe() const;
 
   net::Stream sock_;
-  Context ctx_;
-  ssl_st* ssl_ = nullptr;
-  std::string host_;                  // the name verified and sent as SNI (clients)
-  std::vector<std::byte> buf_;        // socket I/O, only while a call runs
-  std::int64_t deadline_ns_ = 0;      // the handshake's end (shoal::now()), 0 if none
-  bool client_ = false;
+  std::unique_ptr<detail::Conn> conn_;
 };
 
 /// Performs a client handshake on `sock` for `host`: SNI and, with

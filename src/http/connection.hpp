@@ -1,0 +1,267 @@
+// The HTTP/1.1 connection loop, over a net::Stream or a tls::Stream: a
+// template compiled once per stream type (src/http/server.cpp for plain
+// connections, src/tls/https.cpp in shoal::tls for TLS), so plain HTTP pays
+// nothing for TLS. Internal.
+#pragma once
+
+#include <exception>
+#include <string>
+#include <type_traits>
+
+#include "shoal/http/server.hpp"
+#include "shoal/runtime/errors.hpp"
+#include "shoal/time/sleep.hpp"
+
+namespace shoal::http::detail {
+
+/// The socket under a stream: for idle limits and the shutdown's fd.
+inline net::Stream& socket_of(net::Stream& s) noexcept { return s; }
+template <class S>
+net::Stream& socket_of(S& s) noexcept {
+  return s.socket();
+}
+
+using std::chrono::milliseconds;
+
+enum class Read { data, end, timeout };
+
+/// Reads what is there into the back of `buf`, waiting at most `limit`.
+template <class S>
+Task<Read> read_more(S& conn, std::string& buf, milliseconds limit) {
+  const std::size_t old = buf.size();
+  buf.resize(old + 4096);
+  // The limit is the stream's own: a timer inside the read's wait, paid only
+  // if the read has to wait (a move_on_after would be a cancel scope, a
+  // timer and two frames around every read).
+  socket_of(conn).set_idle_timeout(limit);
+  std::size_t n = 0;
+  bool timed_out = false;
+  try {
+    n = co_await conn.read_some(std::as_writable_bytes(std::span(buf).subspan(old)));
+  } catch (const net::IdleTimeout&) {
+    timed_out = true;
+  }
+  buf.resize(old + n);
+  co_return timed_out ? Read::timeout : n == 0 ? Read::end : Read::data;
+}
+
+/// The last response is out: end our side and let the client read it.
+/// Closing with unread request bytes in the socket would send a reset that
+/// can destroy the response in the client's buffers before it reads it, so
+/// this reads and drops what comes until the client closes (bounded in
+/// bytes and time, like a lingering close).
+template <class S>
+Task<void> close_gracefully(S& conn, bool unread_input) {
+  if constexpr (std::is_same_v<S, net::Stream>) {
+    conn.shutdown(net::Shutdown::write);
+  } else {
+    co_await conn.shutdown();  // TLS: close_notify first
+  }
+  if (!unread_input) co_return;
+  socket_of(conn).set_idle_timeout(milliseconds(2000));
+  char sink[4096];
+  for (std::size_t total = 0; total < (1u << 20);) {
+    std::size_t n = 0;
+    try {
+      n = co_await conn.read_some(std::as_writable_bytes(std::span(sink)));
+    } catch (const std::exception&) {
+      co_return;  // timed out, reset, or (TLS) closed without close_notify: closing anyway
+    }
+    if (n == 0) co_return;
+    total += n;
+  }
+}
+
+inline int status_of(ParseStatus s) noexcept {
+  switch (s) {
+    case ParseStatus::too_large: return 431;
+    case ParseStatus::expectation_failed: return 417;
+    case ParseStatus::not_implemented: return 501;
+    case ParseStatus::version_not_supported: return 505;
+    default: return 400;
+  }
+}
+
+/// How reading a request's head or body ended, when it was not simply done.
+struct Stop {
+  bool end = false;           ///< the client closed: close without an answer
+  int status = 0;             ///< else, if not 0: answer this and close
+  std::string_view why{};
+};
+
+/// Reads until the head in `in` is complete or an error, within the header
+/// timeout from now. Its own coroutine: the common request arrives whole,
+/// and an idle connection's frame should not carry this loop's awaiters.
+template <class S>
+Task<Stop> read_head(S& conn, std::string& in, RequestHead& head, const ServerOptions& o) {
+  const auto deadline = shoal::now() + o.header_timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - shoal::now());
+    const Read r = left > milliseconds(0) ? co_await read_more(conn, in, left) : Read::timeout;
+    if (r == Read::end) co_return Stop{.end = true};
+    if (r == Read::timeout) co_return Stop{.status = 408, .why = "the request head did not arrive in time"};
+    const ParseStatus parsed = parse_request_head(in, head, o.max_head);
+    if (parsed == ParseStatus::complete) co_return Stop{};
+    if (parsed != ParseStatus::incomplete) co_return Stop{.status = status_of(parsed), .why = head.error};
+  }
+}
+
+/// Reads the body of the request whose head starts `in`: Content-Length
+/// bytes (left in `in`), or chunks decoded into `chunked` (the chunk framing
+/// is dropped from `in` as it goes). First answers `Expect: 100-continue`,
+/// after what `out` holds. Sets `consumed` to the request's bytes in `in`.
+template <class S>
+Task<Stop> read_body(S& conn, std::string& in, RequestHead& head, std::string& chunked, std::string& out,
+                     std::size_t& consumed, const ServerOptions& o) {
+  if (head.content_length > o.max_body) co_return Stop{.status = 413, .why = "request body too large"};
+  if (head.expect_continue && in.size() == head.head_size) {
+    // The client waits for this before it sends the body (RFC 9110 §10.1.1).
+    out.append("HTTP/1.1 100 Continue\r\n\r\n");
+    co_await conn.write_all(out);
+    out.clear();
+  }
+  const Stop late{.status = 408, .why = "the request body did not arrive in time"};
+  bool moved = false;  // `in` grew: the head's views must be taken again
+  if (!head.chunked) {
+    while (in.size() < head.head_size + head.content_length) {
+      const Read r = co_await read_more(conn, in, o.header_timeout);
+      if (r == Read::end) co_return Stop{.end = true};
+      if (r == Read::timeout) co_return late;
+      moved = true;
+    }
+    consumed = head.head_size + head.content_length;
+  } else {
+    ChunkedDecoder decoder;
+    chunked.clear();
+    for (;;) {
+      std::string_view rest = std::string_view(in).substr(head.head_size);
+      const auto st = decoder.feed(rest, chunked, o.max_body);
+      const std::size_t used = in.size() - head.head_size - rest.size();
+      if (st == ChunkedDecoder::Status::complete) {
+        consumed = head.head_size + used;
+        break;
+      }
+      if (st == ChunkedDecoder::Status::bad_request) co_return Stop{.status = 400, .why = decoder.error()};
+      if (st == ChunkedDecoder::Status::too_large) co_return Stop{.status = 413, .why = "request body too large"};
+      in.erase(head.head_size, used);  // decoded: only the head stays buffered
+      const Read r = co_await read_more(conn, in, o.header_timeout);
+      if (r == Read::end) co_return Stop{.end = true};
+      if (r == Read::timeout) co_return late;
+      moved = true;
+    }
+  }
+  if (moved) (void)parse_request_head(in, head, o.max_head);  // the same bytes: fresh views
+  co_return Stop{};
+}
+
+/// True if `in` holds another whole request after a response: then its
+/// answer can go out in the same write as this one (pipelining).
+inline bool next_request_buffered(std::string_view in, RequestHead& scratch, std::size_t max_head) {
+  return parse_request_head(in, scratch, max_head) == ParseStatus::complete && !scratch.chunked &&
+         !scratch.expect_continue && in.size() >= scratch.head_size + scratch.content_length;
+}
+
+// One connection's frame lives as long as the connection, so it is kept
+// small: one wait and one write site (each awaiter is ~140 bytes of frame),
+// and the rare paths (a head in pieces, a body, a refusal) in coroutines of
+// their own that exist only while they run.
+template <class S>
+Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
+  const ServerOptions& o = server.options();
+  Connection entry(server, socket_of(conn).native_handle());
+  std::string in, out, chunked_body;
+  RequestHead head;
+  Response res;
+  std::exception_ptr fault;
+  bool first = true;
+  bool ended_idle = false;  // the server closes it between requests
+  for (;;) {
+    if (in.empty()) {
+      // Between requests: wait for readiness holding no buffer.
+      std::string().swap(in);
+      std::string().swap(out);
+      std::string().swap(chunked_body);
+      res.release();
+      ended_idle = true;
+      if (!entry.go_idle()) break;
+      // A new connection must send its first request within the header
+      // timeout; a kept-alive one may idle longer.
+      socket_of(conn).set_idle_timeout(first ? o.header_timeout : o.idle_timeout);
+      try {
+        co_await conn.wait_readable();
+      } catch (const net::IdleTimeout&) {
+        break;  // silent for too long: close, no request to answer
+      }
+      if (!entry.go_busy()) break;  // the shutdown closed it meanwhile
+      ended_idle = false;
+      if (co_await read_more(conn, in, o.header_timeout) != Read::data) co_return;
+    }
+    first = false;
+
+    Stop stop;
+    std::size_t consumed = 0;
+    const ParseStatus parsed = parse_request_head(in, head, o.max_head);
+    if (parsed == ParseStatus::incomplete) {
+      stop = co_await read_head(conn, in, head, o);
+    } else if (parsed != ParseStatus::complete) {
+      stop = Stop{.status = status_of(parsed), .why = head.error};
+    }
+    if (!stop.end && stop.status == 0) {
+      consumed = head.head_size;
+      if (head.has_body()) stop = co_await read_body(conn, in, head, chunked_body, out, consumed, o);
+    }
+    if (stop.end) co_return;
+
+    bool close = true;
+    bool unread = true;  // request bytes may be left in the socket
+    if (stop.status != 0) {
+      append_error(out, stop.status, stop.why);
+    } else {
+      // The answer. A handler's fault is answered 500, then goes on to serve.
+      res.reset();
+      try {
+        const Request req(head, head.chunked ? std::string_view(chunked_body)
+                                             : std::string_view(in).substr(head.head_size, head.content_length));
+        if (handler.call != nullptr) {
+          handler.call(handler.self, req, res);
+        } else {
+          co_await handler.call_async(handler.self, req, res);
+        }
+        close = !head.keep_alive || res.closes_connection() || server.shutting_down();
+        append_response(out, res,
+                        Framing{.head_request = head.method == "HEAD",
+                                .close = close,
+                                .announce_keep_alive = !close && head.minor_version == 0});
+      } catch (...) {
+        fault = std::current_exception();
+        if (is_cancellation(fault)) throw;
+        close = true;
+        append_error(out, 500, "the handler failed");
+      }
+      in.erase(0, consumed);
+      unread = !in.empty();
+    }
+    // Pipelining: the answers to requests already buffered go out in one write.
+    if (close || in.empty() || out.size() >= 65536 || !next_request_buffered(in, head, o.max_head)) {
+      co_await conn.write_all(out);
+      out.clear();
+      if (close) {
+        co_await close_gracefully(conn, unread);
+        break;
+      }
+    }
+  }
+  if constexpr (!std::is_same_v<S, net::Stream>) {
+    if (ended_idle) {
+      // TLS: a close the client can tell from a truncation (close_notify).
+      try {
+        co_await conn.shutdown();
+      } catch (const std::exception&) {
+        // the client is gone already
+      }
+    }
+  }
+  if (fault) std::rethrow_exception(fault);
+}
+
+}  // namespace shoal::http::detail
