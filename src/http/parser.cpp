@@ -99,6 +99,70 @@ std::string_view RequestHead::header(std::string_view name) const noexcept {
   return {};
 }
 
+namespace {
+
+/// host[:port] (RFC 3986 §3.2, without userinfo, which RFC 9110 §4.2.4
+/// forbids): a host that is not empty (an IPv6 literal in brackets), and a
+/// port of digits when there is a colon.
+bool is_authority(std::string_view a, bool port_required) noexcept {
+  if (a.empty() || a.find_first_of("@/?#") != npos) return false;
+  std::string_view host = a, port;
+  bool colon = false;
+  if (a.front() == '[') {
+    const auto close = a.find(']');
+    if (close == npos || close == 1) return false;
+    host = a.substr(0, close + 1);
+    if (close + 1 < a.size()) {
+      if (a[close + 1] != ':') return false;
+      colon = true;
+      port = a.substr(close + 2);
+    }
+  } else if (const auto c = a.rfind(':'); c != npos) {
+    colon = true;
+    host = a.substr(0, c);
+    port = a.substr(c + 1);
+  }
+  if (host.empty() || (colon && port.empty()) || (port_required && !colon)) return false;
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  auto alnum = [&](char c) { return digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  for (char c : port) {
+    if (!digit(c)) return false;
+  }
+  // A name or IPv4 address as DNS writes it (stricter than RFC 3986's
+  // reg-name, whose sub-delims no client sends), or an IPv6 literal.
+  if (host.front() == '[') {
+    for (char c : host.substr(1, host.size() - 2)) {
+      if (!alnum(c) && c != ':' && c != '.') return false;
+    }
+    return true;
+  }
+  for (char c : host) {
+    if (!alnum(c) && c != '-' && c != '.' && c != '_' && c != '~') return false;
+  }
+  return true;
+}
+
+/// RFC 9112 §3.2: origin-form (/path?query), absolute-form (scheme://authority...),
+/// authority-form (host:port, CONNECT only), asterisk-form (*, OPTIONS only).
+/// Anything else ("0/", "index.html") is refused rather than guessed at.
+bool is_request_target(std::string_view method, std::string_view t) noexcept {
+  if (t.front() == '/') return true;
+  if (t == "*") return method == "OPTIONS";
+  if (method == "CONNECT") return is_authority(t, true);
+  // absolute-form: scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ), "://", an authority
+  const auto sep = t.find("://");
+  if (sep == npos || sep == 0) return false;
+  auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  if (!alpha(t.front())) return false;
+  for (char c : t.substr(0, sep)) {
+    if (!alpha(c) && !(c >= '0' && c <= '9') && c != '+' && c != '-' && c != '.') return false;
+  }
+  const std::string_view rest = t.substr(sep + 3);
+  return is_authority(rest.substr(0, rest.find_first_of("/?#")), false);
+}
+
+}  // namespace
+
 ParseStatus parse_request_head(std::string_view buf, RequestHead& out, std::size_t max_head) {
   out.method = out.target = out.error = {};
   out.headers.clear();
@@ -146,6 +210,10 @@ ParseStatus parse_request_head(std::string_view buf, RequestHead& out, std::size
   const std::string_view version = line.substr(sp2 + 1);
   if (!is_token(out.method)) return fail(ParseStatus::bad_request, "bad method");
   if (out.target.empty()) return fail(ParseStatus::bad_request, "empty request target");
+  if (!is_request_target(out.method, out.target)) {
+    return fail(ParseStatus::bad_request,
+                "bad request target (not /path, an absolute URI, host:port for CONNECT, or * for OPTIONS)");
+  }
   if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || version[6] != '.' || version[5] < '0' ||
       version[5] > '9' || version[7] < '0' || version[7] > '9') {
     return fail(ParseStatus::bad_request, "bad HTTP version");
@@ -180,6 +248,16 @@ ParseStatus parse_request_head(std::string_view buf, RequestHead& out, std::size
       out.content_length = n;
       have_length = true;
     } else if (iequals(name, "transfer-encoding")) {
+      // Strict where framing is decided: no empty elements ("chunked,"),
+      // which parsers read differently (nginx and http-parser refuse them).
+      for (std::string_view rest = value;;) {
+        const auto comma = rest.find(',');
+        if (trim(rest.substr(0, comma)).empty()) {
+          return fail(ParseStatus::bad_request, "an empty element in Transfer-Encoding");
+        }
+        if (comma == npos) break;
+        rest.remove_prefix(comma + 1);
+      }
       bool bad = false;
       for_each_token(value, [&](std::string_view coding) {
         if (te_last_chunked) bad = true;  // chunked must be applied last, and only once

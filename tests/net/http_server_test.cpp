@@ -201,10 +201,14 @@ SHOAL_TEST(HttpServer, AChunkedBodyIsDecodedAcrossReads) {
 
 SHOAL_TEST(HttpServer, LenientFramingThatRfc9112AllowsIsAccepted) {
   co_await with_server({}, [](Address addr) -> Task<void> {
-    // A leading empty line, bare LF line ends, and HTTP/1.2 (served as 1.1).
+    // A leading empty line, bare LF line ends, HTTP/1.2 (served as 1.1), and
+    // the absolute and asterisk forms of a request target.
     for (std::string_view req : {"\r\nGET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
                                  "GET /b HTTP/1.1\nHost: x\nConnection: close\n\n",
-                                 "GET /c HTTP/1.2\r\nHost: x\r\nConnection: close\r\n\r\n"}) {
+                                 "GET /c HTTP/1.2\r\nHost: x\r\nConnection: close\r\n\r\n",
+                                 "GET http://x:8080/d?q HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                                 "GET http://[::1]/e HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                                 "OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"}) {
       const std::string r = co_await exchange_once(addr, req);
       EXPECT_TRUE(starts_with(r, "HTTP/1.1 200 OK\r\n")) << "for " << req << ": " << r;
     }
@@ -227,6 +231,14 @@ SHOAL_TEST(HttpServer, WhatItRefusesGetsTheRightStatusAReasonAndAClose) {
              Case{"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", "501", "other than chunked"},
              Case{"GET / HTTP/1.1\r\nHost: a\r\nExpect: magic\r\n\r\n", "417", "Expect"},
              Case{"GET / HTTP/2.0\r\n\r\n", "505", "version"},
+             // Request targets that are none of RFC 9112's four forms (found by the differential fuzzer).
+             Case{"GET 0/ HTTP/1.1\r\nHost: a\r\n\r\n", "400", "bad request target"},
+             Case{"GET index.html HTTP/1.1\r\nHost: a\r\n\r\n", "400", "bad request target"},
+             Case{"GET * HTTP/1.1\r\nHost: a\r\n\r\n", "400", "* for OPTIONS"},
+             Case{"CONNECT example.com HTTP/1.1\r\nHost: a\r\n\r\n", "400", "host:port for CONNECT"},
+             Case{"GET http://:/ HTTP/1.1\r\nHost: a\r\n\r\n", "400", "an absolute URI"},
+             Case{"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: \r\n\r\n", "400", "empty element in Transfer-Encoding"},
+             Case{"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked,\r\n\r\n", "400", "empty element"},
              Case{"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "400", "chunk size"},
          }) {
       const std::string r = co_await exchange_once(addr, k.request);
