@@ -83,7 +83,7 @@ shoal::Task<void> run_proxy(Args args) {
   std::printf("proxying %s to `%s`\n", listener.local_address().to_string().c_str(), args.config.argv[0].c_str());
   std::fflush(stdout);
   shoal::net::ShutdownSignal stop;
-  stdio_proxy::Sessions sessions;
+  shoal::net::Connections sessions;
   args.config.sessions = &sessions;
   args.config.on_end = [](const stdio_proxy::Report& r) {
     std::fprintf(stderr, "stdio_proxy: %s\n", stdio_proxy::describe(r).c_str());

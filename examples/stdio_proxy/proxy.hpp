@@ -12,12 +12,10 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <system_error>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -35,48 +33,6 @@ struct Report {
   std::chrono::milliseconds duration{0};
 };
 
-/// The live sessions, for a shutdown to reach: `shutdown()` ends each as if
-/// its client had closed its side (and any that starts later at once), by
-/// shutting the read side of its connection: the client -> command copy then
-/// sees end of stream. One call for the whole proxy, no task per session.
-class Sessions {
- public:
-  void shutdown() {
-    std::lock_guard lock(mu_);
-    down_ = true;
-    for (int fd : live_) ::shutdown(fd, SHUT_RD);
-  }
-
-  /// Keeps a session's connection registered while it runs. A session
-  /// unregisters before its connection closes, so a shutdown never touches
-  /// an fd that was closed and reused.
-  class Entry {
-   public:
-    Entry(Sessions* s, int fd) : s_(s), fd_(fd) {
-      if (s_ == nullptr) return;
-      std::lock_guard lock(s_->mu_);
-      if (s_->down_) ::shutdown(fd_, SHUT_RD);
-      s_->live_.insert(fd_);
-    }
-    ~Entry() {
-      if (s_ == nullptr) return;
-      std::lock_guard lock(s_->mu_);
-      s_->live_.erase(fd_);
-    }
-    Entry(const Entry&) = delete;
-    Entry& operator=(const Entry&) = delete;
-
-   private:
-    Sessions* s_;
-    int fd_;
-  };
-
- private:
-  std::mutex mu_;
-  std::unordered_set<int> live_;
-  bool down_ = false;
-};
-
 struct Config {
   std::vector<std::string> argv;  ///< the command run for each connection (in its own process group)
   /// After the client ends its side (EOF, a reset, the idle timeout, or the
@@ -91,8 +47,12 @@ struct Config {
   /// TCP keepalive probes after this much silence (0: off), so a client that
   /// vanished without a FIN is noticed in about idle + 60 s.
   std::chrono::seconds keepalive{60};
-  /// Where sessions register, so that Sessions::shutdown reaches them (optional).
-  Sessions* sessions = nullptr;
+  /// Where sessions register (optional): its shutdown() ends each live
+  /// session (and any that starts later) as if its client had closed its
+  /// side, by shutting the read side of its connection, so the client ->
+  /// command copy sees end of stream. One call for the whole proxy, no task
+  /// per session.
+  shoal::net::Connections* sessions = nullptr;
   /// Called once per session as it ends (e.g. to log it). Must not throw.
   std::function<void(const Report&)> on_end;
 };
@@ -197,7 +157,12 @@ inline shoal::Task<void> run_session(shoal::net::Stream conn, const Config& conf
   opts.process_group = true;
   auto child = shoal::process::spawn(config.argv, opts);
   report.pid = child.pid();
-  const Sessions::Entry registered(config.sessions, conn.native_handle());
+  // Registered idle for its whole life: a session is a byte pipe, with no
+  // request a shutdown should let finish.
+  std::optional<shoal::net::Connections::Entry> registered;
+  if (config.sessions != nullptr) {
+    registered.emplace(*config.sessions, conn.native_handle(), shoal::net::Connections::Entry::State::idle);
+  }
   try {
     co_await shoal::scope([&](shoal::Scope& s) -> shoal::Task<void> {
       s.spawn([&]() -> shoal::Task<void> {

@@ -22,6 +22,7 @@
 #include "shoal/net/address.hpp"
 #include "shoal/net/stream.hpp"
 #include "shoal/net/buffered_reader.hpp"
+#include "shoal/net/connections.hpp"
 #include "shoal/net/serve.hpp"
 #include "shoal/net/udp.hpp"
 #include "shoal/signal/signal.hpp"

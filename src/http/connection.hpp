@@ -168,7 +168,7 @@ inline bool next_request_buffered(std::string_view in, RequestHead& scratch, std
 template <class S>
 Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
   const ServerOptions& o = server.options();
-  Connection entry(server, socket_of(conn).native_handle());
+  net::Connections::Entry entry(server.connections(), socket_of(conn).native_handle());
   std::string in, out, chunked_body;
   RequestHead head;
   Response res;

@@ -1,6 +1,7 @@
 // net::serve: admission limit, fault isolation, graceful shutdown, the
 // start_ready handshake.
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "shoal/net/connections.hpp"
 #include "shoal/net/serve.hpp"
 #include "support/test_support.hpp"
 
@@ -291,5 +293,52 @@ SHOAL_TEST(ServeTest, APeerResetEndsTheHandlerWithoutAFaultReport) {
   }));
   EXPECT_EQ(faults.load(), 0) << "a peer's reset is not a handler fault";
 }
+
+// ---- net::Connections: what a graceful shutdown reaches ----------------------
+
+/// A connected socket pair; `end(i)` for each side. Closed on destruction.
+struct Pair {
+  int fd[2]{-1, -1};
+  Pair() { EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fd), 0); }
+  ~Pair() {
+    ::close(fd[0]);
+    ::close(fd[1]);
+  }
+  /// True once our read side is shut: a read returns end of stream instead of "would block".
+  bool read_side_shut() const {
+    char c;
+    return ::recv(fd[0], &c, 1, MSG_DONTWAIT) == 0;
+  }
+};
+
+TEST(Connections, ShutdownWakesTheIdleLetsTheBusyFinishAndReachesLateIdleEntries) {
+  shoal::net::Connections set;
+  Pair busy, idle, later;
+  using State = shoal::net::Connections::Entry::State;
+  shoal::net::Connections::Entry b(set, busy.fd[0]);
+  shoal::net::Connections::Entry i(set, idle.fd[0], State::idle);
+  EXPECT_FALSE(set.shutting_down());
+  set.shutdown();
+  EXPECT_TRUE(set.shutting_down());
+  EXPECT_TRUE(idle.read_side_shut()) << "an idle connection is woken with end of stream";
+  EXPECT_FALSE(i.go_busy()) << "the shutdown claimed it: a request arriving now is not served";
+  EXPECT_FALSE(busy.read_side_shut()) << "a request in progress is not cut";
+  EXPECT_FALSE(b.go_idle()) << "after its answer, the busy connection is told to close";
+  shoal::net::Connections::Entry l(set, later.fd[0], State::idle);
+  EXPECT_TRUE(later.read_side_shut()) << "an idle entry registered after the shutdown is woken at once";
+}
+
+TEST(Connections, ATriggeredSignalCountsAsShuttingDownBeforeShutdownIsCalled) {
+  shoal::net::ShutdownSignal signal;
+  shoal::net::Connections set(&signal);
+  Pair p;
+  shoal::net::Connections::Entry e(set, p.fd[0]);
+  EXPECT_TRUE(e.go_idle());
+  EXPECT_TRUE(e.go_busy());
+  signal.trigger();
+  EXPECT_FALSE(e.go_idle()) << "a connection going idle after the trigger closes";
+  EXPECT_FALSE(p.read_side_shut()) << "the signal alone shuts nothing: shutdown() does";
+}
+
 
 }  // namespace

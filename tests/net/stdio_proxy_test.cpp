@@ -208,7 +208,7 @@ SHOAL_TEST(StdioProxyTest, AShutdownEndsSessionsAsADisconnectWouldAndReapsEveryC
   sleeper.argv = announcing("sleep 60");  // ignores its EOF: stopped by SIGTERM after the linger
   std::mutex mu;
   std::vector<stdio_proxy::Report> reports;
-  stdio_proxy::Sessions live;
+  shoal::net::Connections live;
   for (stdio_proxy::Config* c : {&cat, &sleeper}) {
     c->linger = 50ms;
     c->sessions = &live;

@@ -9,16 +9,14 @@
 //   });
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <functional>
-#include <mutex>
 #include <type_traits>
 #include <utility>
 
-#include "shoal/detail/intrusive_list.hpp"
 #include "shoal/http/message.hpp"
+#include "shoal/net/connections.hpp"
 #include "shoal/net/serve.hpp"
 #include "shoal/net/stream.hpp"
 #include "shoal/runtime/task.hpp"
@@ -53,27 +51,6 @@ struct HandlerRef {
   Task<void> (*call_async)(void*, const Request&, Response&) = nullptr;
 };
 
-/// One served connection, as the server's shutdown sees it.
-/// state_: busy (reading or answering a request), idle (waiting for the next
-/// one) or closing (the shutdown claimed it while idle). The shutdown closes
-/// only what it can move idle -> closing, so a request that has begun is
-/// never cut, and a connection waking with a request races it fairly.
-struct Connection : ::shoal::detail::ListHook<> {
-  enum State : unsigned char { busy, idle, closing };
-  Connection(Server& s, int fd);
-  ~Connection();
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-  /// Between requests. False: the server is shutting down, close.
-  bool go_idle() noexcept;
-  /// A request is arriving. False: the shutdown closed this connection.
-  bool go_busy() noexcept;
-
-  Server& server;
-  int fd;
-  std::atomic<State> state{busy};
-};
-
 Task<void> serve_connection(Server& server, net::Stream conn, HandlerRef handler);
 Task<void> serve_connection(Server& server, tls::Stream conn, HandlerRef handler);  // in shoal::tls
 
@@ -87,7 +64,7 @@ class Server {
   /// answer and connection from then on, even before shutdown() is called
   /// (which is still what closes the connections that are idle).
   explicit Server(ServerOptions options = {}, net::ShutdownSignal* shutdown = nullptr)
-      : options_(options), signal_(shutdown) {}
+      : options_(options), connections_(shutdown) {}
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
@@ -122,19 +99,15 @@ class Server {
   /// connection in the middle of a request closes after answering it (with
   /// `Connection: close`), and new connections are closed unserved.
   /// Idempotent; any thread or task; never waits.
-  void shutdown() noexcept;
-  bool shutting_down() const noexcept {
-    return shutting_down_.load(std::memory_order_seq_cst) || (signal_ != nullptr && signal_->triggered());
-  }
+  void shutdown() noexcept { connections_.shutdown(); }
+  bool shutting_down() const noexcept { return connections_.shutting_down(); }
   const ServerOptions& options() const noexcept { return options_; }
+  /// The connections being served, as the shutdown reaches them.
+  net::Connections& connections() noexcept { return connections_; }
 
  private:
-  friend struct detail::Connection;
   ServerOptions options_;
-  net::ShutdownSignal* signal_;
-  std::atomic<bool> shutting_down_{false};
-  std::mutex mu_;  // guards connections_ and the fds in it
-  ::shoal::detail::IntrusiveList<detail::Connection> connections_;
+  net::Connections connections_;
 };
 
 namespace detail {
