@@ -14,9 +14,12 @@
 
 #include "http/hello.hpp"
 #include "shoal/http.hpp"
+#include "support/stream_io.hpp"
 #include "support/test_support.hpp"
 
 namespace {
+
+using shoal::test::read_to_end;
 
 using namespace std::chrono_literals;
 using shoal::Task;
@@ -55,16 +58,6 @@ struct Ran {
   std::string out, err;
 };
 
-Task<std::string> read_all(shoal::net::Stream& s) {
-  std::string out;
-  std::vector<char> buf(4096);
-  for (;;) {
-    const std::size_t n = co_await s.read_some(std::as_writable_bytes(std::span(buf)));
-    if (n == 0) co_return out;
-    out.append(buf.data(), n);
-  }
-}
-
 /// Runs a client with `input` on its stdin; kills it after 60 s (a client
 /// stalled by a server bug must fail the test, not hang it).
 Task<Ran> run_client(std::vector<std::string> argv, std::string input = {}) {
@@ -79,8 +72,8 @@ Task<Ran> run_client(std::vector<std::string> argv, std::string input = {}) {
       co_await child.in().write_all(input);
       child.in().close();
     });
-    s.spawn([&]() -> Task<void> { ran.err = co_await read_all(child.err()); });
-    ran.out = co_await read_all(child.out());
+    s.spawn([&]() -> Task<void> { ran.err = co_await read_to_end(child.err()); });
+    ran.out = co_await read_to_end(child.out());
   }));
   if (!finished) {
     child.kill(9);

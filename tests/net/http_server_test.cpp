@@ -12,9 +12,12 @@
 
 #include "http/hello.hpp"
 #include "shoal/http.hpp"
+#include "support/stream_io.hpp"
 #include "support/test_support.hpp"
 
 namespace {
+
+using shoal::test::read_to_end;
 
 using namespace std::chrono_literals;
 using shoal::Task;
@@ -59,16 +62,6 @@ Task<void> with_server(Config cfg, std::function<Task<void>(Address)> client) {
   co_await with_server(cfg, Echo{}, [&](Address a, shoal::net::ShutdownSignal&) { return client(a); });
 }
 
-Task<std::string> read_until_eof(Stream& c) {
-  std::string out;
-  std::vector<char> buf(4096);
-  for (;;) {
-    const std::size_t n = co_await c.read_some(std::as_writable_bytes(std::span(buf)));
-    if (n == 0) co_return out;
-    out.append(buf.data(), n);
-  }
-}
-
 /// Reads until `count` complete responses (each with a Content-Length) are in.
 Task<std::string> read_responses(Stream& c, int count, bool head = false) {
   std::string out;
@@ -96,7 +89,7 @@ Task<std::string> read_responses(Stream& c, int count, bool head = false) {
 Task<std::string> exchange_once(Address addr, std::string_view request) {
   Stream c = co_await shoal::net::connect(addr);
   co_await c.write_all(request);
-  co_return co_await read_until_eof(c);
+  co_return co_await read_to_end(c);
 }
 
 int count(const std::string& hay, const std::string& needle) {
@@ -121,7 +114,7 @@ SHOAL_TEST(HttpServer, KeepAlivePipeliningAndBodies) {
     EXPECT_NE(three.find("\r\n\r\nGET /a HTTP/1.1"), std::string::npos) << three;
     EXPECT_NE(three.find("POST /b hello"), std::string::npos) << three;
     co_await c.write_all(std::string_view("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
-    const std::string last = co_await read_until_eof(c);
+    const std::string last = co_await read_to_end(c);
     EXPECT_EQ(count(last, "Connection: close"), 1) << last;
   });
 }
@@ -144,7 +137,7 @@ SHOAL_TEST(HttpServer, AHeadResponseCarriesTheLengthButNoBody) {
     // be read as the start of the GET's response.
     co_await c.write_all(std::string_view("HEAD / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n"
                                           "Connection: close\r\n\r\n"));
-    const std::string r = co_await read_until_eof(c);
+    const std::string r = co_await read_to_end(c);
     const auto second = r.find("HTTP/1.1 200 OK", 1);
     SHOAL_CO_ASSERT(second != std::string::npos);
     const std::string head = r.substr(0, second);
@@ -161,7 +154,7 @@ SHOAL_TEST(HttpServer, AnHttp10KeepAliveIsHonouredAndAnnounced) {
     const std::string r = co_await read_responses(c, 1);
     EXPECT_NE(r.find("\r\nConnection: keep-alive\r\n"), std::string::npos) << r;
     co_await c.write_all(std::string_view("GET /2 HTTP/1.0\r\n\r\n"));  // 1.0 without keep-alive: the last
-    const std::string last = co_await read_until_eof(c);
+    const std::string last = co_await read_to_end(c);
     EXPECT_NE(last.find("GET /2"), std::string::npos) << last;
     EXPECT_NE(last.find("\r\nConnection: close\r\n"), std::string::npos) << last;
   });
@@ -280,7 +273,7 @@ SHOAL_TEST(HttpServer, ASilentConnectionIsClosedAfterTheHeaderTimeoutNotTheIdleT
   cfg.http.idle_timeout = std::chrono::hours(1);  // the watchdog ends the test long before
   co_await with_server(cfg, [](Address addr) -> Task<void> {
     Stream c = co_await shoal::net::connect(addr);
-    EXPECT_EQ(co_await read_until_eof(c), "") << "the server answered a request it never got";
+    EXPECT_EQ(co_await read_to_end(c), "") << "the server answered a request it never got";
   });
 }
 
@@ -327,7 +320,7 @@ SHOAL_TEST(HttpServer, ShutdownClosesIdleKeepAliveConnectionsAtOnce) {
       (void)co_await read_responses(idle.back(), 1);
     }
     stop.trigger();
-    for (Stream& c : idle) EXPECT_EQ(co_await read_until_eof(c), "") << "an idle connection got bytes, not a close";
+    for (Stream& c : idle) EXPECT_EQ(co_await read_to_end(c), "") << "an idle connection got bytes, not a close";
   });
 }
 
@@ -366,7 +359,7 @@ SHOAL_TEST(HttpServer, ShutdownAnswersInFlightRequestsWithCloseAndRefusesNewConn
     release.set();
     int ok = 0;
     for (Stream& c : clients) {
-      const std::string r = co_await read_until_eof(c);
+      const std::string r = co_await read_to_end(c);
       ok += starts_with(r, "HTTP/1.1 200 OK\r\n") && r.find("\r\nConnection: close\r\n") != std::string::npos &&
             r.substr(r.size() - 4) == "done";
     }
@@ -388,7 +381,7 @@ SHOAL_TEST(HttpServer, TheExtraClientWaitsUntilAConnectionFrees) {
     auto early = co_await shoal::move_on_after(50ms, read_responses(second, 1));
     EXPECT_FALSE(early.has_value()) << "served beyond max_connections";
     first.close();
-    const std::string reply = co_await read_until_eof(second);
+    const std::string reply = co_await read_to_end(second);
     EXPECT_EQ(count(reply, "HTTP/1.1 200 OK"), 1) << reply;
   });
 }

@@ -8,25 +8,18 @@
 #include <vector>
 
 #include "shoal/process/process.hpp"
+#include "support/stream_io.hpp"
 #include "support/test_support.hpp"
 
 namespace {
+
+using shoal::test::read_to_end;
 
 using namespace std::chrono_literals;
 using shoal::Task;
 namespace process = shoal::process;
 
 SHOAL_TEST_SUITE(ProcessTest);
-
-Task<std::string> read_all(shoal::net::Stream& s) {
-  std::string out;
-  std::vector<char> buf(4096);
-  for (;;) {
-    const std::size_t n = co_await s.read_some(std::as_writable_bytes(std::span(buf)));
-    if (n == 0) co_return out;
-    out.append(buf.data(), n);
-  }
-}
 
 SHOAL_TEST(ProcessTest, CatEchoesItsStdinToItsStdout) {
   process::Options opts;
@@ -40,7 +33,7 @@ SHOAL_TEST(ProcessTest, CatEchoesItsStdinToItsStdout) {
       co_await child.in().write_all(text);
       child.in().close();  // end of file for cat
     });
-    got = co_await read_all(child.out());
+    got = co_await read_to_end(child.out());
   });
   const auto status = co_await child.wait();
   EXPECT_TRUE(status.success()) << status.to_string();
@@ -101,7 +94,7 @@ SHOAL_TEST(ProcessTest, StderrAndDevNullAreWiredAsAsked) {
   opts.out = process::Stdio::null;
   opts.err = process::Stdio::pipe;
   auto child = process::spawn({"sh", "-c", "echo out; echo err >&2"}, opts);
-  EXPECT_EQ(co_await read_all(child.err()), "err\n");
+  EXPECT_EQ(co_await read_to_end(child.err()), "err\n");
   EXPECT_TRUE((co_await child.wait()).success());
   EXPECT_THROW((void)child.out(), std::logic_error);
 }

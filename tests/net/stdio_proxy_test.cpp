@@ -14,9 +14,12 @@
 
 #include "stdio_proxy/proxy.hpp"
 #include "support/process_stats.hpp"
+#include "support/stream_io.hpp"
 #include "support/test_support.hpp"
 
 namespace {
+
+using shoal::test::read_to_end;
 
 using shoal::test::thread_count;
 using namespace std::chrono_literals;
@@ -49,13 +52,6 @@ Task<std::string> read_line(Stream& c) {
   char ch = 0;
   while (co_await c.read_some(std::as_writable_bytes(std::span(&ch, 1))) == 1 && ch != '\n') line.push_back(ch);
   co_return line;
-}
-
-Task<std::string> read_to_eof(Stream& c) {
-  std::string out;
-  std::vector<char> buf(8192);
-  for (std::size_t n; (n = co_await c.read_some(std::as_writable_bytes(std::span(buf)))) != 0;) out.append(buf.data(), n);
-  co_return out;
 }
 
 bool process_gone(pid_t pid) { return ::kill(pid, 0) == -1 && errno == ESRCH; }
@@ -92,7 +88,7 @@ SHOAL_TEST(StdioProxyTest, CatEchoesBothWaysAtOnceAndEndOfInputEndsTheSession) {
         co_await c.write_all(text);
         c.shutdown(shoal::net::Shutdown::write);  // cat sees EOF, exits, and we see EOF
       });
-      back = co_await read_to_eof(c);
+      back = co_await read_to_end(c);
     });
     EXPECT_EQ(back.size(), text.size());
     EXPECT_TRUE(back == text);
@@ -118,7 +114,7 @@ SHOAL_TEST(StdioProxyTest, KillingTheProcessClosesTheClient) {
   co_await with_session(config, [&](Stream& c) -> Task<void> {
     const pid_t pid = std::stoi(co_await read_line(c));
     ::kill(pid, SIGKILL);
-    EXPECT_EQ(co_await read_to_eof(c), "") << "the client must see end of stream";
+    EXPECT_EQ(co_await read_to_end(c), "") << "the client must see end of stream";
   });
 }
 
@@ -130,7 +126,7 @@ SHOAL_TEST(StdioProxyTest, ACommandIgnoringEndOfInputIsStoppedAfterTheLinger) {
   co_await with_session(config, [&](Stream& c) -> Task<void> {
     pid = std::stoi(co_await read_line(c));
     c.shutdown(shoal::net::Shutdown::write);
-    EXPECT_EQ(co_await read_to_eof(c), "");
+    EXPECT_EQ(co_await read_to_end(c), "");
   });
   EXPECT_TRUE(process_gone(pid)) << "the command outlived its session";
 }
@@ -157,7 +153,7 @@ SHOAL_TEST(StdioProxyTest, AGrandchildHoldingTheOutputIsStoppedWithItsGroup) {
   pid_t grandchild = 0;
   co_await with_session(config, [&](Stream& c) -> Task<void> {
     grandchild = std::stoi(co_await read_line(c));
-    EXPECT_EQ(co_await read_to_eof(c), "") << "the session outlived its command";
+    EXPECT_EQ(co_await read_to_end(c), "") << "the session outlived its command";
   });
   EXPECT_TRUE(co_await stops_running(grandchild)) << "what the command started outlived the session";
 }
@@ -169,7 +165,7 @@ SHOAL_TEST(StdioProxyTest, AClientSilentForTheIdleTimeoutIsTreatedAsGone) {
   pid_t pid = 0;
   co_await with_session(config, [&](Stream& c) -> Task<void> {
     pid = std::stoi(co_await read_line(c));
-    EXPECT_EQ(co_await read_to_eof(c), "");  // cat got EOF from the proxy and exited
+    EXPECT_EQ(co_await read_to_end(c), "");  // cat got EOF from the proxy and exited
   });
   EXPECT_TRUE(process_gone(pid));
 }
@@ -185,7 +181,7 @@ SHOAL_TEST(StdioProxyTest, EachSessionReportsItsPeerPidStatusAndBytes) {
     co_await c.write_all(std::string_view("hello\n"));
     EXPECT_EQ(co_await read_line(c), "hello");
     c.shutdown(shoal::net::Shutdown::write);
-    EXPECT_EQ(co_await read_to_eof(c), "");
+    EXPECT_EQ(co_await read_to_end(c), "");
   });
   SHOAL_CO_ASSERT(reports.size() == 1u);
   const stdio_proxy::Report& r = reports[0];
@@ -233,7 +229,7 @@ SHOAL_TEST(StdioProxyTest, AShutdownEndsSessionsAsADisconnectWouldAndReapsEveryC
     }
     stop.trigger();
     live.shutdown();
-    for (auto& c : clients) EXPECT_EQ(co_await read_to_eof(c), "");
+    for (auto& c : clients) EXPECT_EQ(co_await read_to_end(c), "");
   }));
   // serve has returned: every session ended and reaped its command.
   for (pid_t pid : pids) EXPECT_TRUE(process_gone(pid)) << "pid " << pid << " left running or a zombie";
@@ -270,7 +266,7 @@ SHOAL_TEST(StdioProxyTest, IdleSessionsHoldNoThread) {
     // Every session is now idle in a read on both sides.
     EXPECT_EQ(thread_count(), threads_before) << "an idle session holds a thread";
     for (auto& c : clients) c.shutdown(shoal::net::Shutdown::write);
-    for (auto& c : clients) EXPECT_EQ(co_await read_to_eof(c), "");
+    for (auto& c : clients) EXPECT_EQ(co_await read_to_end(c), "");
     stop.trigger();  // every session has ended: the drain is immediate
   }));
 }

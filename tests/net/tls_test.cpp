@@ -16,9 +16,12 @@
 #include "shoal/tls/serve.hpp"
 #include "shoal/tls/tls.hpp"
 #include "support/process_stats.hpp"
+#include "support/stream_io.hpp"
 #include "support/test_support.hpp"
 
 namespace {
+
+using shoal::test::read_to_end;
 
 using namespace std::chrono_literals;
 using shoal::Task;
@@ -66,13 +69,6 @@ tls::Context server_context(const std::string& cert, std::vector<std::string> al
 
 tls::Context client_context(std::vector<std::string> alpn = {}) {
   return tls::Context::client({.verify = true, .ca_file = certs().ca, .alpn = std::move(alpn)});
-}
-
-Task<std::string> read_to_end(tls::Stream& s) {
-  std::string out;
-  std::vector<std::byte> buf(4096);
-  for (std::size_t n; (n = co_await s.read_some(buf)) != 0;) out.append(reinterpret_cast<const char*>(buf.data()), n);
-  co_return out;
 }
 
 /// Expects `task` to throw tls::Error whose message holds every one of `parts`.
@@ -225,13 +221,6 @@ struct Ran {
   std::string out;
 };
 
-Task<std::string> read_all(shoal::net::Stream& s) {
-  std::string out;
-  std::vector<char> buf(4096);
-  for (std::size_t n; (n = co_await s.read_some(std::as_writable_bytes(std::span(buf)))) != 0;) out.append(buf.data(), n);
-  co_return out;
-}
-
 SHOAL_TEST(Tls, AClientTalksToOpensslSServer) {
   (void)certs();
   // A free port for s_server: bound, read, released.
@@ -301,14 +290,14 @@ SHOAL_TEST(Tls, OpensslSClientAndCurlVerifyAndTalkToAShoalServer) {
                                             "-verify_return_error", "-alpn", "http/1.1", "-quiet"};
     auto c1 = process::spawn(s_client, opts);
     co_await c1.in().write_all(std::string_view("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"));
-    const std::string out1 = co_await read_all(c1.out());
+    const std::string out1 = co_await read_to_end(c1.out());
     c1.in().close();
     EXPECT_NE(out1.find("hello over tls 1"), std::string::npos) << out1;
     (void)co_await c1.wait();
     const std::vector<std::string> curl{"curl", "-sS", "--cacert", certs().ca, "https://localhost:" + port + "/"};
     auto c2 = process::spawn(curl, opts);
     c2.in().close();
-    const std::string out2 = co_await read_all(c2.out());
+    const std::string out2 = co_await read_to_end(c2.out());
     const auto st = co_await c2.wait();
     EXPECT_TRUE(st.success()) << st.to_string();
     EXPECT_EQ(out2, "hello over tls 1\n");
@@ -400,7 +389,7 @@ SHOAL_TEST(Tls, HttpsServesCurlTwoRequestsOnOneKeptAliveConnection) {
     const std::vector<std::string> curl{"curl", "-sS", "--cacert", certs().ca, "-w", " connects=%{num_connects}\n",
                                         "https://localhost:" + port + "/a", "https://localhost:" + port + "/b"};
     auto client = process::spawn(curl, opts);
-    const std::string out = co_await read_all(client.out());
+    const std::string out = co_await read_to_end(client.out());
     const auto st = co_await client.wait();
     EXPECT_TRUE(st.success()) << st.to_string();
     EXPECT_EQ(out, "secure /a connects=1\nsecure /b connects=0\n") << "the second request reuses the connection";
@@ -447,7 +436,7 @@ SHOAL_TEST(Tls, APlainTextClientOfATlsServerIsClosedQuietlyAndOthersAreServed) {
     shoal::net::Stream plain = co_await shoal::net::connect(l.local_address());
     co_await plain.write_all(std::string_view("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"));
     try {
-      (void)co_await read_all(plain);  // an alert, then the end
+      (void)co_await read_to_end(plain);  // an alert, then the end
     } catch (const std::system_error&) {
       // or a reset: closed either way
     }
