@@ -146,7 +146,7 @@ Task<void> serve(Listener& listener, ServeOptions options, H handler) {
         // The handler's root frame is made here and started as the set's
         // child (no factory wrapper: one frame less per connection). Named
         // first: g++ 12 miscompiles class-type temporaries built inside a
-        // co_await expression (docs/task_sets.md).
+        // co_await expression (docs/compilers.md).
         auto child =
             detail::run_handler(detail::RootFrame{}, &handler, &options, std::move(conn), detail::PeerName(peer));
         // While full this waits: backpressure, the backlog holds the rest.
