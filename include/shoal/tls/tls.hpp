@@ -94,9 +94,10 @@ class Stream {
   ///   from the socket; net::IdleTimeout as net::Stream.
   Task<std::size_t> read_some(std::span<std::byte> buf);
   /// Encrypts and writes all of `buf`.
-  /// Checkpoint: yes. Cancellation: a prefix may have gone out, possibly
-  ///   part of a record: the connection is then broken (every later call
-  ///   throws Error saying so): close it.
+  /// Checkpoint: yes. Cancellation: a prefix may have gone out. If the cut
+  ///   came inside a socket write (part of a record out), the stream is
+  ///   broken: every later call throws Error saying so; close it. A cut
+  ///   between records leaves it usable.
   /// Throws: Cancelled; Error; std::system_error (EPIPE, ECONNRESET).
   Task<void> write_all(std::span<const std::byte> buf);
   Task<void> write_all(std::string_view text) { return write_all(std::as_bytes(std::span(text.data(), text.size()))); }
