@@ -39,10 +39,15 @@ namespace shoal {
 template <class T>
 class BroadcastResult {
  public:
+  /// True if this holds a value (neither lagged() nor closed()).
   bool has_value() const noexcept { return value_.has_value(); }
+  /// Same as has_value().
   explicit operator bool() const noexcept { return has_value(); }
+  /// The value, unchecked: only with has_value().
   T& operator*() & noexcept { return *value_; }
+  /// Moves the value out, unchecked: only with has_value().
   T&& operator*() && noexcept { return std::move(*value_); }
+  /// Access to the value's members, unchecked: only with has_value().
   T* operator->() noexcept { return &*value_; }
   /// The value; std::logic_error if there is none.
   T& value() & {
@@ -50,9 +55,11 @@ class BroadcastResult {
                                                  : "shoal::BroadcastResult: no value: the broadcast is closed");
     return *value_;
   }
+  /// True if values were overwritten before this receiver read them (see missed()).
   bool lagged() const noexcept { return missed_ != 0; }
   /// How many values this receiver missed (0 unless lagged()).
   std::uint64_t missed() const noexcept { return missed_; }
+  /// True if the broadcast is closed and this receiver has read every value.
   bool closed() const noexcept { return !value_ && missed_ == 0; }
 
  private:
@@ -83,6 +90,7 @@ class Broadcast {
     }
   }
 
+  /// How many values are kept for slow receivers (as given at construction).
   std::size_t capacity() const noexcept { return ring_.size(); }
 
   /// Appends `v` for every receiver and wakes the waiting ones. Never
@@ -108,6 +116,7 @@ class Broadcast {
     while (detail::Waiter* w = waiters_.pop_front()) sec.wake(w);
   }
 
+  /// How many receivers are subscribed right now (a snapshot).
   std::size_t receiver_count() const noexcept {
     detail::WaitSection sec(lock_);
     return receivers_;
@@ -157,7 +166,9 @@ class Broadcast {
 template <class T>
 class Broadcast<T>::Receiver {
  public:
+  /// Takes over `o`'s subscription and position; `o` is left moved-from.
   Receiver(Receiver&& o) noexcept : b_(std::exchange(o.b_, nullptr)), next_(o.next_) {}
+  /// Leaves this receiver's broadcast, then takes over `o`'s subscription and position.
   Receiver& operator=(Receiver&& o) noexcept {
     if (this != &o) {
       leave();
@@ -170,8 +181,10 @@ class Broadcast<T>::Receiver {
   Receiver& operator=(const Receiver&) = delete;
   ~Receiver() { leave(); }
 
+  /// What recv() returns: `co_await` it for a BroadcastResult.
   class Awaiter final : public detail::LevelWaiter<Awaiter> {
    public:
+    /// Waits for `r`'s next result; made by recv().
     explicit Awaiter(Receiver* r) noexcept
         : detail::LevelWaiter<Awaiter>(r->b_->lock_, r->b_->waiters_, "shoal::Broadcast::Receiver::recv"), r_(r) {}
     bool ready_locked() { return r_->b_->take_locked(r_->next_, out_); }

@@ -58,15 +58,26 @@ class ChannelClosed : public std::runtime_error {
   ChannelClosed() : std::runtime_error("shoal: send on a closed channel (the value is returned in the exception)") {}
 };
 
+/// A send of a `T` on a closed channel; `value` hands the value back.
 template <class T>
 class ChannelClosedError : public ChannelClosed {
  public:
+  /// Carries `v`, the value that was not sent.
   explicit ChannelClosedError(T v) : value(std::move(v)) {}
   T value;  ///< The value that was not sent.
 };
 
+/// What Channel::try_send did: `sent` (the value is in the channel), `full`
+/// (no room now; at capacity 0, no receiver waiting) or `closed`. On `full`
+/// and `closed` the value is left with the caller.
 enum class SendStatus { sent, full, closed };
 
+/// A bounded multi-producer, multi-consumer queue between tasks, and plain
+/// threads through the _blocking forms. Capacity 0 is a rendezvous: a send
+/// completes when a receiver takes the value. close() ends it: receivers
+/// drain what is buffered, then get nullopt; sends fail.
+/// Thread-safety: every member, from any task or thread (tasks use send and
+/// recv, plain threads send_blocking and recv_blocking). Not copyable or movable.
 template <class T>
 class Channel {
   static_assert(std::is_move_constructible_v<T>, "shoal::Channel<T>: T must be move-constructible");
@@ -119,10 +130,13 @@ class Channel {
     }
   }
 
+  /// The capacity given at construction (0: rendezvous).
   std::size_t capacity() const noexcept { return capacity_; }
 
+  /// What send() returns: `co_await` it to send the value.
   class SendAwaiter final : private Waiter {
    public:
+    /// A send of `v` on `c`; made by send().
     SendAwaiter(Channel* c, T v) : Waiter(c, &value_), value_(std::move(v)) {}
     bool await_ready() const noexcept { return false; }
     template <class P>
@@ -175,8 +189,10 @@ class Channel {
     bool closed_ = false;
   };
 
+  /// What recv() returns: `co_await` it for the next value.
   class RecvAwaiter final : private Waiter {
    public:
+    /// A receive from `c`; made by recv().
     explicit RecvAwaiter(Channel* c) noexcept : Waiter(c, &slot_) {}
     bool await_ready() const noexcept { return false; }
     template <class P>
@@ -249,6 +265,7 @@ class Channel {
     const int r = send_now(v);
     return r == kDone ? SendStatus::sent : r == kClosed ? SendStatus::closed : SendStatus::full;
   }
+  /// Never waits: sends a copy of `v` (made even when the result is not `sent`).
   SendStatus try_send(const T& v) {
     T copy(v);
     return try_send(std::move(copy));
@@ -279,6 +296,8 @@ class Channel {
     }
   }
 
+  /// True once close() was called (buffered values may still be waiting for
+  /// receivers). A snapshot.
   bool is_closed() const noexcept {
     lock_.lock();
     bool c = closed_;

@@ -68,7 +68,10 @@ struct OneshotState {
 template <class T>
 class OneshotSender {
  public:
+  /// Takes over `o`'s end; `o` is left moved-from.
   OneshotSender(OneshotSender&& o) noexcept : st_(std::exchange(o.st_, nullptr)) {}
+  /// Drops this end as the destructor does (an unsent oneshot's receiver gets
+  /// SenderDropped), then takes over `o`'s.
   OneshotSender& operator=(OneshotSender&& o) noexcept {
     if (this != &o) {
       drop();
@@ -117,7 +120,9 @@ class OneshotSender {
 template <class T>
 class OneshotReceiver {
  public:
+  /// Takes over `o`'s end; `o` is left moved-from.
   OneshotReceiver(OneshotReceiver&& o) noexcept : st_(std::exchange(o.st_, nullptr)) {}
+  /// Drops this end as the destructor does, then takes over `o`'s.
   OneshotReceiver& operator=(OneshotReceiver&& o) noexcept {
     if (this != &o) {
       if (st_ != nullptr) st_->release();
@@ -132,8 +137,10 @@ class OneshotReceiver {
     if (st_ != nullptr) st_->release();
   }
 
+  /// What recv() returns: `co_await` it for the value.
   class Awaiter final : public detail::LevelWaiter<Awaiter> {
    public:
+    /// Waits for the value in `st`; made by recv().
     explicit Awaiter(detail::OneshotState<T>* st) noexcept
         : detail::LevelWaiter<Awaiter>(st->lock, st->waiters, "shoal::OneshotReceiver::recv"), st_(st) {}
     bool ready_locked() const noexcept { return st_->ready_locked(); }

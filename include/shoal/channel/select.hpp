@@ -279,8 +279,11 @@ class [[nodiscard]] Select {
   static_assert(N <= detail::MultiSection::kMax, "shoal::select: too many cases");
 
  public:
+  /// What `co_await` yields: the completed case's outcome at the case's
+  /// position (std::optional<T> for on_recv, std::monostate for the others).
   using result_type = std::variant<typename Cases::outcome_type...>;
 
+  /// A select over `cases`; made by select().
   explicit Select(Cases&&... cases) noexcept : cases_(std::move(cases)...) {}
   Select(const Select&) = delete;
   Select& operator=(const Select&) = delete;

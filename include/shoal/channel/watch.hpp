@@ -31,6 +31,7 @@ class Watch {
   static_assert(std::is_copy_constructible_v<T>, "shoal::Watch<T>: T must be copyable (every receiver reads it)");
 
  public:
+  /// A watch holding `initial` (version 0), open.
   explicit Watch(T initial) : value_(std::move(initial)) {}
   Watch(const Watch&) = delete;
   Watch& operator=(const Watch&) = delete;
@@ -97,8 +98,10 @@ class Watch {
 template <class T>
 class Watch<T>::Receiver {
  public:
+  /// What changed() returns: `co_await` it for the bool changed() describes.
   class Awaiter final : public detail::LevelWaiter<Awaiter> {
    public:
+    /// Waits for a version newer than `r` saw; made by changed().
     explicit Awaiter(Receiver* r) noexcept
         : detail::LevelWaiter<Awaiter>(r->w_->lock_, r->w_->waiters_, "shoal::Watch::Receiver::changed"), r_(r) {}
     bool ready_locked() const noexcept { return r_->w_->version_ != r_->seen_ || r_->w_->closed_; }

@@ -14,14 +14,19 @@ namespace shoal::http {
 /// valid until the handler returns.
 class Request {
  public:
+  /// A view of `head` and `body`, which must outlive it (the server makes
+  /// one per request).
   Request(const RequestHead& head, std::string_view body) noexcept : head_(&head), body_(body) {}
+  /// The method as sent, e.g. "GET" (case-sensitive).
   std::string_view method() const noexcept { return head_->method; }
-  /// The request target as sent (origin form: path and query).
+  /// The request target as sent: usually origin form (path and query); also
+  /// absolute form (a proxy request), host:port (CONNECT) or `*` (OPTIONS).
   std::string_view target() const noexcept { return head_->target; }
   /// 0 for HTTP/1.0, 1 for HTTP/1.1.
   int minor_version() const noexcept { return head_->minor_version; }
   /// The first header named `name` (case-insensitive), or empty.
   std::string_view header(std::string_view name) const noexcept { return head_->header(name); }
+  /// Every header field, in the order sent (repeated names kept).
   const std::vector<Header>& headers() const noexcept { return head_->headers; }
   /// The whole body (a chunked one already decoded).
   std::string_view body() const noexcept { return body_; }
@@ -36,6 +41,8 @@ class Request {
 class Response {
  public:
   int status = 200;  ///< a final status, 200..999
+  /// The body; the server sends its length as Content-Length. Not sent for
+  /// 204 and 304 (which have no body) nor in answer to HEAD.
   std::string body;
 
   /// Adds a header line. Throws std::invalid_argument naming the header if
@@ -45,6 +52,7 @@ class Response {
   void set_header(std::string_view name, std::string_view value);
   /// Close the connection after this response (`Connection: close`).
   void close_connection() noexcept { close_ = true; }
+  /// True once close_connection() was called (until reset()).
   bool closes_connection() const noexcept { return close_; }
   /// The header lines added so far, each ending in CRLF.
   std::string_view header_lines() const noexcept { return headers_; }

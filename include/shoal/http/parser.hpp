@@ -11,6 +11,7 @@
 
 namespace shoal::http {
 
+/// One header field of a request: views into the parsed buffer.
 struct Header {
   std::string_view name;   ///< as sent (compare case-insensitively)
   std::string_view value;  ///< leading and trailing spaces and tabs removed
@@ -31,11 +32,14 @@ enum class ParseStatus : std::uint8_t {
 
 /// A parsed request head. The views point into the parsed buffer.
 struct RequestHead {
+  /// The method as sent, e.g. "GET" (a token; methods are case-sensitive).
   std::string_view method;
+  /// The request target as sent (usually origin form: path and query).
   std::string_view target;
   /// 0 for HTTP/1.0; 1 for HTTP/1.1 and any later HTTP/1.x, which is
   /// served as 1.1 (RFC 9110 §6.2).
   int minor_version = 1;
+  /// Every header field, in the order sent (repeated names kept).
   std::vector<Header> headers;
   std::size_t content_length = 0;  ///< 0 without a Content-Length
   bool chunked = false;            ///< Transfer-Encoding: chunked (no Content-Length then)
@@ -73,13 +77,19 @@ ParseStatus parse_request_head(std::string_view buf, RequestHead& out, std::size
 /// and dropped.
 class ChunkedDecoder {
  public:
+  /// What feed() reached.
   enum class Status : std::uint8_t {
     complete,     ///< the last chunk and the trailers are in; `in` starts after them
     incomplete,   ///< `in` is used up: feed it more
     bad_request,  ///< malformed framing (error() says how)
     too_large,    ///< the body would exceed `max_body`
   };
+  /// Consumes what it can from the front of `in` (advancing it) and appends
+  /// the chunk data to `body`, which may hold at most `max_body` bytes in all.
+  /// Call again with more bytes after Status::incomplete.
   Status feed(std::string_view& in, std::string& body, std::size_t max_body);
+  /// After Status::bad_request: what was wrong, e.g. "bad chunk size"
+  /// (static text, always valid); empty before.
   std::string_view error() const noexcept { return error_; }
 
  private:

@@ -26,8 +26,11 @@ namespace shoal::tls {
 class Stream;  // shoal/tls/tls.hpp; HTTPS needs shoal::tls (shoal/http/https.hpp)
 }
 
+/// An HTTP/1.1 server on shoal::net: the request parser, Request and
+/// Response, and serve() with keep-alive and graceful shutdown.
 namespace shoal::http {
 
+/// Limits and timeouts of an HTTP Server.
 struct ServerOptions {
   std::size_t max_head = 8192;     ///< request line and headers; beyond it: 431
   std::size_t max_body = 1 << 20;  ///< a request body, decoded; beyond it: 413
@@ -100,7 +103,10 @@ class Server {
   /// `Connection: close`), and new connections are closed unserved.
   /// Idempotent; any thread or task; never waits.
   void shutdown() noexcept { connections_.shutdown(); }
+  /// True once shutdown() was called or the ShutdownSignal given at
+  /// construction triggered.
   bool shutting_down() const noexcept { return connections_.shutting_down(); }
+  /// The options given at construction.
   const ServerOptions& options() const noexcept { return options_; }
   /// The connections being served, as the shutdown reaches them.
   net::Connections& connections() noexcept { return connections_; }

@@ -21,6 +21,7 @@ namespace shoal::net {
 /// it are dropped, so the stream is mid-record: end the conversation.
 class LineTooLong : public std::runtime_error {
  public:
+  /// An error whose what() is `what`.
   explicit LineTooLong(const std::string& what) : std::runtime_error(what) {}
 };
 

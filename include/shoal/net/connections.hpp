@@ -31,6 +31,8 @@ class Connections {
   /// Shuts the read side of every idle connection, now and as any comes;
   /// idempotent; never waits.
   void shutdown() noexcept;
+  /// True once shutdown() was called or the signal given at construction
+  /// triggered.
   bool shutting_down() const noexcept;
 
   /// One connection's registration, for as long as it is served. Destroy
@@ -38,6 +40,9 @@ class Connections {
   /// that was closed and reused.
   class Entry : public ::shoal::detail::ListHook<> {
    public:
+    /// Where the connection is: `busy` (reading or answering a request; the
+    /// shutdown leaves it alone), `idle` (waiting for the next request; the
+    /// shutdown shuts its read side) or `closing` (claimed by the shutdown).
     enum class State : unsigned char { busy, idle, closing };
     /// `fd`: the connection's socket. An entry registered idle after the
     /// shutdown has its read side shut at once.

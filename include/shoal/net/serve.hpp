@@ -27,7 +27,9 @@ namespace shoal::net {
 /// One-shot; any thread or task.
 class ShutdownSignal {
  public:
+  /// Starts the shutdown: wakes every wait(). Idempotent; never waits.
   void trigger() { ev_.set(); }
+  /// True once trigger() was called.
   bool triggered() const { return ev_.is_set(); }
   /// Waits until triggered.
   /// Checkpoint: yes (cancellation is checked first); once triggered it
@@ -41,6 +43,8 @@ class ShutdownSignal {
   Event ev_;
 };
 
+/// How serve() runs: connection limit, idle timeout, graceful shutdown, and
+/// where handler faults go.
 struct ServeOptions {
   /// Live handlers at most (0 means 1); while full, serve holds the one
   /// connection it accepted last until a slot frees, and the kernel backlog

@@ -40,6 +40,8 @@ class StreamOp : public IoOp {
 };
 }  // namespace shoal::detail
 
+/// Sockets on the runtime's reactor: TCP and Unix-domain streams and
+/// listeners, UDP, and a connection loop with graceful shutdown (serve()).
 namespace shoal::net {
 
 class Stream;
@@ -50,8 +52,11 @@ class Stream;
 template <class T>
 class [[nodiscard]] StreamCall {
  public:
+  /// The type `co_await` on the call yields.
   using value_type = T;
+  /// The Task this call becomes where a Task is taken.
   using task_type = Task<T>;
+  /// Moves a call that was not awaited yet.
   StreamCall(StreamCall&&) noexcept = default;  // before it is awaited
   StreamCall& operator=(StreamCall&&) = delete;
 
@@ -67,6 +72,7 @@ class [[nodiscard]] StreamCall {
       return op_.finish();
     }
   }
+  /// Wraps the call in a Task (allocates its frame), for APIs that take a Task.
   operator task_type() && { return as_task(std::move(*this)); }
 
  private:
@@ -80,6 +86,7 @@ class [[nodiscard]] StreamCall {
 /// `read_exact` hit the end of the stream before the buffer was full.
 class EndOfStream : public std::runtime_error {
  public:
+  /// An error whose what() is `what`.
   explicit EndOfStream(const std::string& what) : std::runtime_error(what) {}
 };
 
@@ -88,9 +95,12 @@ class EndOfStream : public std::runtime_error {
 /// such a handler quietly; it is not reported as a fault.
 class IdleTimeout : public std::runtime_error {
  public:
+  /// An error whose what() is `what`.
   explicit IdleTimeout(const std::string& what) : std::runtime_error(what) {}
 };
 
+/// Which direction Stream::shutdown ends: `read` (SHUT_RD), `write` (SHUT_WR:
+/// the peer reads end of stream) or `both` (SHUT_RDWR).
 enum class Shutdown { read, write, both };
 
 /// A connected stream socket. Move-only; the destructor closes it.
@@ -108,7 +118,9 @@ class Stream {
   /// Adopts a connected, non-blocking socket or pipe end (set_nodelay,
   /// shutdown and the addresses are for sockets only).
   explicit Stream(int fd) noexcept : fd_(fd) {}
+  /// Takes over `o`'s socket and idle timeout; `o` is left closed.
   Stream(Stream&& o) noexcept;
+  /// Closes this stream's socket, then takes over `o`'s; `o` is left closed.
   Stream& operator=(Stream&& o) noexcept;
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -153,6 +165,7 @@ class Stream {
   /// Thread-safety: as write_some.
   /// Throws: as write_some.
   StreamCall<void> write_all(std::span<const std::byte> buf);
+  /// Writes all of `text` (as write_all of its bytes).
   StreamCall<void> write_all(std::string_view text) { return write_all(std::as_bytes(std::span(text.data(), text.size()))); }
   /// Waits until a read would not wait (data, end of stream or an error),
   /// without reading: an idle connection then holds no buffer.
@@ -167,15 +180,27 @@ class Stream {
   /// (no byte could move for `t`) throws IdleTimeout. Zero (the default):
   /// no limit. A wait costs a timer only while a limit is set.
   void set_idle_timeout(std::chrono::milliseconds t) noexcept { idle_timeout_ = t; }
+  /// The idle limit set with set_idle_timeout (zero: none).
   std::chrono::milliseconds idle_timeout() const noexcept { return idle_timeout_; }
 
+  /// Shuts down one or both directions of the socket (shutdown(2)); the
+  /// default ends our writing side, so the peer reads end of stream. A peer
+  /// already gone (ENOTCONN) is not an error. Throws std::system_error.
   void shutdown(Shutdown how = Shutdown::write);
   /// TCP only: disables Nagle's algorithm.
   void set_nodelay(bool on);
+  /// The address of our end (getsockname). Throws std::system_error (e.g.
+  /// for a pipe or a closed stream).
   Address local_address() const;
+  /// The address of the peer (getpeername). Throws std::system_error (e.g.
+  /// for a pipe, or a socket no longer connected).
   Address peer_address() const;
+  /// True if this holds a file descriptor (false once closed or moved from).
   bool is_open() const noexcept { return fd_ >= 0; }
+  /// The file descriptor, or -1; still owned by the stream.
   int native_handle() const noexcept { return fd_; }
+  /// Closes the socket now (idempotent); the destructor does the same.
+  /// Another task must not be waiting on the stream (that aborts).
   void close() noexcept;
 
  private:
@@ -187,9 +212,12 @@ class Stream {
   std::chrono::milliseconds idle_timeout_{0};
 };
 
+/// Socket options for Listener::bind.
 struct ListenOptions {
   bool reuse_address = true;  ///< SO_REUSEADDR (TCP)
   bool reuse_port = false;    ///< SO_REUSEPORT (TCP)
+  /// The listen(2) backlog: connections the kernel queues before accept
+  /// (capped by the kernel's somaxconn).
   int backlog = 1024;
 };
 
@@ -201,7 +229,9 @@ class Listener {
   /// a free port: see local_address(). Throws std::system_error naming the
   /// address (e.g. "address already in use").
   static Listener bind(const Address& address, ListenOptions options = {});
+  /// Takes over `o`'s socket; `o` is left closed.
   Listener(Listener&& o) noexcept;
+  /// Closes this listener's socket, then takes over `o`'s; `o` is left closed.
   Listener& operator=(Listener&& o) noexcept;
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
@@ -224,8 +254,13 @@ class Listener {
   /// The same, and stores the connecting peer's address in `peer` (the
   /// accept reports it: no getpeername). `peer` must outlive the await.
   Task<Stream> accept(Address& peer);
+  /// The bound address, with the port picked for port 0 (getsockname).
+  /// Throws std::system_error.
   Address local_address() const;
+  /// The file descriptor, or -1; still owned by the listener.
   int native_handle() const noexcept { return fd_; }
+  /// Stops listening and closes the socket (idempotent); the destructor
+  /// does the same. No task may be waiting in accept (that aborts).
   void close() noexcept;
 
  private:
@@ -246,9 +281,13 @@ class Listener {
 ///   deadline's timer).
 Task<Stream> connect(Address address, std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
+/// A TCP connection: the same type as Stream (the address decides the family).
 using TcpStream = Stream;
+/// A TCP listener: the same type as Listener.
 using TcpListener = Listener;
+/// A Unix-domain connection: the same type as Stream.
 using UnixStream = Stream;
+/// A Unix-domain listener: the same type as Listener.
 using UnixListener = Listener;
 
 }  // namespace shoal::net

@@ -16,7 +16,9 @@ namespace shoal::net {
 /// What `recv_from` got: the datagram's length (truncated to the buffer)
 /// and where it came from.
 struct Datagram {
+  /// Bytes stored in the buffer (at most its size: the rest of a longer datagram is lost).
   std::size_t size = 0;
+  /// The sender's address.
   Address from;
 };
 
@@ -28,7 +30,9 @@ class UdpSocket {
   UdpSocket() noexcept = default;
   /// Binds `address` (port 0 picks a free port: see local_address()).
   static UdpSocket bind(const Address& address);
+  /// Takes over `o`'s socket; `o` is left closed.
   UdpSocket(UdpSocket&& o) noexcept;
+  /// Closes this socket, then takes over `o`'s; `o` is left closed.
   UdpSocket& operator=(UdpSocket&& o) noexcept;
   UdpSocket(const UdpSocket&) = delete;
   UdpSocket& operator=(const UdpSocket&) = delete;
@@ -51,8 +55,13 @@ class UdpSocket {
   /// Throws: Cancelled; std::system_error; std::logic_error on a closed or
   ///   moved-from socket.
   Task<Datagram> recv_from(std::span<std::byte> buf);
+  /// The bound address, with the port picked for port 0 (getsockname).
+  /// Throws std::system_error.
   Address local_address() const;
+  /// The file descriptor, or -1; still owned by the socket.
   int native_handle() const noexcept { return fd_; }
+  /// Closes the socket now (idempotent); the destructor does the same. No
+  /// task may be waiting on it (that aborts).
   void close() noexcept;
 
  private:

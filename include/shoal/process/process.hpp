@@ -11,13 +11,22 @@
 #include "shoal/net/stream.hpp"
 #include "shoal/runtime/task.hpp"
 
+/// Child processes with piped stdio and an async wait: spawn() and Child.
 namespace shoal::process {
 
+/// What a child's stdin, stdout or stderr is connected to: `inherit` (the
+/// parent's), `pipe` (a pipe whose other end is Child::in(), out() or err())
+/// or `null` (/dev/null).
 enum class Stdio { inherit, pipe, null };
 
+/// How spawn() starts a child: its stdio, working directory, environment and
+/// process group.
 struct Options {
+  /// The child's stdin.
   Stdio in = Stdio::inherit;
+  /// The child's stdout.
   Stdio out = Stdio::inherit;
+  /// The child's stderr.
   Stdio err = Stdio::inherit;
   std::string cwd;                              ///< empty: the parent's
   std::optional<std::vector<std::string>> env;  ///< "K=V" entries; none: the parent's environment
@@ -31,7 +40,9 @@ struct Options {
 struct ExitStatus {
   int code = -1;    ///< the exit code, or -1 if a signal ended it
   int signal = 0;   ///< the signal that ended it, or 0
+  /// True if the child exited with code 0 (not ended by a signal).
   bool success() const noexcept { return code == 0; }
+  /// "exit code N" or "killed by SIGNAME", for messages.
   std::string to_string() const;
 };
 
@@ -43,17 +54,23 @@ struct ExitStatus {
 /// child was waited for, kill_group is how to reach what is left).
 class Child {
  public:
+  /// Takes over `o`'s child and pipes; `o` is left moved-from.
   Child(Child&& o) noexcept;
+  /// Releases this Child's process as the destructor does (an unwaited child
+  /// is killed and reaped), then takes over `o`'s.
   Child& operator=(Child&& o) noexcept;
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
   ~Child();
 
+  /// The child's process id (kept after it was reaped; -1 when moved from).
   pid_t pid() const noexcept { return pid_; }
   /// The pipe ends (Stdio::pipe only; std::logic_error otherwise). Move the
   /// stdin end out (or close it) to send end-of-file.
   net::Stream& in();
+  /// The read end of the child's stdout pipe (Options::out must be Stdio::pipe).
   net::Stream& out();
+  /// The read end of the child's stderr pipe (Options::err must be Stdio::pipe).
   net::Stream& err();
 
   /// Waits for the child to exit and reaps it (a pidfd where available, else

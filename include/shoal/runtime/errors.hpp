@@ -13,6 +13,7 @@ namespace shoal {
 /// `catch (const std::exception&)` cannot swallow it. A scope absorbs the
 /// Cancelled it requested itself and lets any other pass upward.
 struct Cancelled final {
+  /// "shoal::Cancelled", for handlers and logs that print exceptions.
   const char* what() const noexcept { return "shoal::Cancelled"; }
 };
 

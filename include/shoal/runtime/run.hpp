@@ -18,6 +18,9 @@
 
 namespace shoal {
 
+/// How a Runtime is built: worker count, where suppressed faults go, and the
+/// deterministic executor and manual clock for tests. The defaults suit a
+/// production server.
 struct RuntimeOptions {
   /// Worker threads (at most 1024). 0: `SHOAL_THREADS` if set (1..1024),
   /// else clamp(online cores, 2, 32).
@@ -38,11 +41,14 @@ struct RuntimeOptions {
   bool manual_clock = false;
 
   // Shorthands (g++ warns about designated initializers that omit members).
+  /// Default options with `n` workers (0: the default count, as for `workers`).
   static RuntimeOptions with_workers(std::size_t n) {
     RuntimeOptions o;
     o.workers = n;
     return o;
   }
+  /// Default options with the deterministic executor seeded with `seed`
+  /// (one worker; real clock).
   static RuntimeOptions deterministic(std::uint64_t seed) {
     RuntimeOptions o;
     o.deterministic_seed = seed;
@@ -132,6 +138,7 @@ class Runtime {
   /// unwinds at its next checkpoint and `block_on` rethrows Cancelled.
   void cancel() noexcept;
 
+  /// The number of worker threads this runtime runs (fixed at construction).
   std::size_t worker_count() const noexcept;
 
   /// Writes worker and task state (for watchdogs and debugging).
@@ -154,6 +161,7 @@ T run(Task<T> task, RuntimeOptions options = {}) {
   return rt.block_on(std::move(task));
 }
 
+/// The same for a Task-like awaitable (e.g. `with_lock(m, body)`).
 template <detail::TaskLike A>
 auto run(A call, RuntimeOptions options = {}) {
   return run(typename A::task_type(std::move(call)), std::move(options));

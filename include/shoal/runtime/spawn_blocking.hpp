@@ -121,6 +121,9 @@ auto spawn_blocking(F fn) -> Task<std::invoke_result_t<F&>> {
 
 namespace this_task {
 
+/// How wait_readable ended: `readable` (the fd is readable, hung up or in
+/// error), `timed_out` (the timeout passed) or `cancelled` (the task awaiting
+/// this blocking job was cancelled).
 enum class WaitResult { readable, timed_out, cancelled };
 
 /// Blocks the calling thread until `fd` is readable (or hung up / in error),

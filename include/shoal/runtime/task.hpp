@@ -13,6 +13,9 @@
 #include "shoal/detail/task_record.hpp"
 #include "shoal/detail/frame_alloc.hpp"
 
+/// Structured concurrency: lazy tasks (Task), scopes that join every child
+/// and cancel the rest on a fault (scope(), Scope), cooperative cancellation,
+/// timeouts, channels, timers and the sync library. The entry point is run().
 namespace shoal {
 
 template <class T = void>
@@ -215,12 +218,17 @@ template <class T>
 class [[nodiscard]] Task {
  public:
   using promise_type = detail::Promise<T>;
+  /// The type `co_await` on this task yields.
   using value_type = T;
+  /// The handle of the task's coroutine frame, as release() returns it.
   using Handle = std::coroutine_handle<promise_type>;
 
   Task() noexcept = default;
+  /// Takes ownership of the frame `h` (e.g. one given up with release()).
   explicit Task(Handle h) noexcept : h_(h) {}
+  /// Takes `o`'s frame; `o` is left empty.
   Task(Task&& o) noexcept : h_(std::exchange(o.h_, {})) {}
+  /// Destroys this Task's frame, if any, and takes `o`'s; `o` is left empty.
   Task& operator=(Task&& o) noexcept {
     if (this != &o) {
       if (h_) h_.destroy();
@@ -234,9 +242,13 @@ class [[nodiscard]] Task {
     if (h_) h_.destroy();
   }
 
+  /// True while this Task owns a frame: false when default-constructed,
+  /// moved from or released (still true after it was awaited).
   explicit operator bool() const noexcept { return static_cast<bool>(h_); }
 
+  /// What `co_await std::move(task)` awaits; not for direct use.
   struct Awaiter {
+    /// The awaited task's frame (still owned by the Task).
     Handle h;
     bool await_ready() const noexcept { return false; }
     template <class P>

@@ -43,6 +43,8 @@ struct CheckpointAwaiter {
 /// Throws: Cancelled.
 [[nodiscard]] inline detail::CheckpointAwaiter checkpoint() noexcept { return {}; }
 
+/// Queries and waits about the calling task, or about the task that awaits
+/// the spawn_blocking job the calling thread runs.
 namespace this_task {
 /// True once the calling task's scope (or any enclosing one) is cancelled.
 /// Non-suspending and effect-free: not a checkpoint, never throws.

@@ -96,6 +96,7 @@ Task<T> tracked_child(CompletionsState<T>* st, std::uint32_t k, Task<T> task) {
 template <class T>
 class Completions {
  public:
+  /// An empty set whose children start in `s`. Throws std::bad_alloc.
   explicit Completions(Scope& s) : s_(&s), st_(new detail::CompletionsState<T>()) {}
   Completions(const Completions&) = delete;
   Completions& operator=(const Completions&) = delete;

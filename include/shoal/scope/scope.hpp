@@ -166,11 +166,14 @@ class Scope final : private detail::ChildGroup {
   ///   handle's cell, the child's record or the `fn` form's frame).
   template <class T>
   [[nodiscard]] JoinHandle<T> start(Task<T> task);
+  /// The same for a Task-like awaitable (e.g. `with_lock(m, body)`).
   template <detail::TaskLike A>
   [[nodiscard]] auto start(A call) {
     return start(typename A::task_type(std::move(call)));
   }
 
+  /// The same for `fn(args...)`, the callable and the decay-copied arguments
+  /// owned by the child as with spawn(fn, args...); its throw is the child's fault.
   template <class F, class... Args>
     requires detail::TaskFactory<F, Args...>
   [[nodiscard]] auto start(F&& fn, Args&&... args) {
@@ -356,7 +359,10 @@ auto scope(F body) -> Task<typename std::invoke_result_t<F&, Scope&>::value_type
 template <class T>
 class JoinHandle {
  public:
+  /// Takes over `o`'s hold on the child's result; `o` is left invalid.
   JoinHandle(JoinHandle&& o) noexcept : scope_(o.scope_), cell_(std::exchange(o.cell_, nullptr)) {}
+  /// Lets go of this handle's result as the destructor does, then takes over
+  /// `o`'s; `o` is left invalid.
   JoinHandle& operator=(JoinHandle&& o) noexcept {
     if (this != &o) {
       drop();
@@ -392,8 +398,10 @@ class JoinHandle {
     return cell_ != nullptr && cell_->join.load(std::memory_order_acquire) == detail::JoinCell::kDone;
   }
 
+  /// What `co_await handle` awaits; not for direct use.
   class Awaiter final : private detail::JoinWaiter {
    public:
+    /// Waits for `jh`'s child; made by operator co_await.
     explicit Awaiter(JoinHandle* jh) noexcept : jh_(jh) {}
     bool await_ready() const noexcept { return false; }
     template <class P>
@@ -469,6 +477,7 @@ class JoinHandle {
   ///   std::logic_error once the result was delivered (awaited twice) or
   ///   after a move.
   Awaiter operator co_await() & noexcept { return Awaiter{this}; }
+  /// The same on a temporary handle, e.g. `co_await s.start(task)`.
   Awaiter operator co_await() && noexcept { return Awaiter{this}; }
 
  private:
@@ -579,6 +588,8 @@ Task<void> ready_child(std::shared_ptr<ReadyState<T>> st, F fn, Args... args);
 template <class T>
 class Ready {
  public:
+  /// Signals the value built from `v...` (nothing for Ready<void>): start_ready
+  /// returns it. Throws what T's constructor throws (then nothing is signalled).
   template <class... V>
   void operator()(V&&... v) {
     st_->settle_value(std::forward<V>(v)...);

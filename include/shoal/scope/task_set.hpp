@@ -172,14 +172,14 @@ class TaskSet final : private detail::ChildGroup {
 
   /// Starts `fn(args...)` as a child that may run on any worker. While
   /// `limit` children are live, waits for one to finish. Returns (when
-  /// awaited) SpawnStatus::started, ::closed (closed, or a spawn that was
-  /// waiting when close() came) or ::out_of_memory (std::bad_alloc making the
-  /// child; the set goes on). `fn` runs here, synchronously, once a slot is
-  /// taken; if it throws anything else that is the child's fault (status
-  /// `started`). The callable and the decay-copied arguments belong to the
-  /// child; pointer- and view-like arguments are rejected at compile time. A
-  /// child's fault is kept by the set (the first) and does not cancel its
-  /// siblings.
+  /// awaited) SpawnStatus::started, SpawnStatus::closed (closed, or a spawn
+  /// that was waiting when close() came) or SpawnStatus::out_of_memory
+  /// (std::bad_alloc making the child; the set goes on). `fn` runs here,
+  /// synchronously, once a slot is taken; if it throws anything else that is
+  /// the child's fault (status `started`). The callable and the decay-copied
+  /// arguments belong to the child; pointer- and view-like arguments are
+  /// rejected at compile time. A child's fault is kept by the set (the
+  /// first) and does not cancel its siblings.
   /// Checkpoint: yes (a cancelled set throws before and after waiting); with
   ///   a free slot it still yields once per budget, holding the slot.
   /// Cancellation: `fn` was not invoked and no slot is kept (one taken for a
@@ -242,10 +242,12 @@ class TaskSet final : private detail::ChildGroup {
   /// normally (unless a child faulted). Idempotent. Any thread.
   using ChildGroup::cancel;
 
+  /// True once admission stopped: close() was called or the body returned.
   bool closed() const noexcept { return (state_.load(std::memory_order_acquire) & kClosed) != 0; }
   using ChildGroup::cancellation_requested;
   /// Children started and not yet finished.
   std::size_t live() const noexcept { return static_cast<std::size_t>(state_.load(std::memory_order_acquire) >> kCountShift); }
+  /// The most children that may be live at once (task_set's `limit`; 0 was taken as 1).
   std::size_t limit() const noexcept { return static_cast<std::size_t>(limit_); }
   /// Child faults after the first (each also went to `on_suppressed_fault`).
   using ChildGroup::suppressed_faults;
@@ -335,9 +337,12 @@ class TaskSet final : private detail::ChildGroup {
   bool out_of_memory_ = false;              // body only
 };
 
+/// What spawn() and spawn_local() return: `co_await` it for the SpawnStatus.
 template <class F, class... Args>
 class TaskSet::SpawnAwaiter final : private detail::WaitHook {
  public:
+  /// A spawn into `set` of the callable and arguments `parts`; made by
+  /// spawn() (`local` false) and spawn_local() (`local` true).
   template <class... A>
   SpawnAwaiter(TaskSet* set, bool local, A&&... parts) : set_(set), local_(local), parts_(std::forward<A>(parts)...) {}
   SpawnAwaiter(const SpawnAwaiter&) = delete;
@@ -398,8 +403,10 @@ class TaskSet::SpawnAwaiter final : private detail::WaitHook {
   std::tuple<F, Args...> parts_;
 };
 
+/// What wait_idle() returns: `co_await` it to wait until no child is live.
 class TaskSet::IdleAwaiter final : private detail::WaitHook {
  public:
+  /// Waits for `set` to have no live child; made by wait_idle().
   explicit IdleAwaiter(TaskSet* set) noexcept : set_(set) {}
   bool await_ready() const noexcept { return false; }
   template <class P>

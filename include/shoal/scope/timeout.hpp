@@ -22,6 +22,7 @@ namespace shoal {
 /// Thrown by `with_timeout` when the deadline cut the task off. A fault.
 class TimedOut : public std::runtime_error {
  public:
+  /// A timeout of a deadline `after` long; what() gives it in whole milliseconds.
   explicit TimedOut(std::chrono::nanoseconds after)
       : std::runtime_error("shoal: deadline of " + std::to_string(after.count() / 1'000'000) + " ms exceeded") {}
 };
@@ -159,10 +160,12 @@ template <detail::TaskLike A, class Rep, class Period>
 auto with_timeout(std::chrono::duration<Rep, Period> d, A call) {
   return with_timeout(d, typename A::task_type(std::move(call)));
 }
+/// move_on_after for a Task-like awaitable.
 template <detail::TaskLike A, class Rep, class Period>
 auto move_on_after(std::chrono::duration<Rep, Period> d, A call) {
   return move_on_after(d, typename A::task_type(std::move(call)));
 }
+/// shielded for a Task-like awaitable.
 template <detail::TaskLike A>
 auto shielded(A call) {
   return shielded(typename A::task_type(std::move(call)));

@@ -7,6 +7,7 @@
 
 #include "shoal/runtime/task.hpp"
 
+/// POSIX signals as awaitables (wait()): the usual trigger for a graceful shutdown.
 namespace shoal::signal {
 
 /// Up to 16 signal numbers: `wait({SIGINT, SIGTERM})`. Built from the
@@ -14,11 +15,15 @@ namespace shoal::signal {
 /// braced list inside a co_await expression in a coroutine.
 class SignalSet {
  public:
+  /// The set of `signals` (not checked here: wait() rejects bad numbers).
   template <std::convertible_to<int>... S>
     requires(sizeof...(S) <= 16)
   SignalSet(S... signals) noexcept : n_(sizeof...(S)), s_{static_cast<int>(signals)...} {}
+  /// The first signal number, for iterating over the set.
   const int* begin() const noexcept { return s_.data(); }
+  /// One past the last signal number.
   const int* end() const noexcept { return s_.data() + n_; }
+  /// How many signal numbers the set holds (0 to 16).
   std::size_t size() const noexcept { return n_; }
 
  private:

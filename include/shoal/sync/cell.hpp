@@ -25,6 +25,8 @@ class Cell {
   static_assert(!detail::IsRefWrapper<T>::value, "shoal::Cell<T>: T must not be a std::reference_wrapper (the cell would guard the reference, not the object)");
 
  public:
+  /// A cell holding `value`. `name` names the cell's lock in errors (empty:
+  /// by its address).
   explicit Cell(T value = T{}, std::string name = {}) : m_(std::move(name)), value_(std::move(value)) {}
   Cell(const Cell&) = delete;
   Cell& operator=(const Cell&) = delete;

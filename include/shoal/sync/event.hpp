@@ -127,6 +127,7 @@ class Event : public detail::SignalCore<Event> {
     (void)wake_locked(sec, SIZE_MAX);
   }
 
+  /// True once set() was called (a snapshot; never waits).
   bool is_set() const noexcept {
     detail::WaitSection sec(lock_);
     return set_;

@@ -36,10 +36,13 @@ std::string sync_object_name(const char* kind, const std::string& name, std::uin
 /// or waited for aborts with a message naming it.
 class Mutex {
  public:
+  /// `name` is how errors and the abort message refer to this mutex (empty:
+  /// by its address).
   explicit Mutex(std::string name = {})
       : core_(1, sync_object_name("Mutex", name, reinterpret_cast<std::uintptr_t>(this))), name_(std::move(name)) {}
   Mutex(const Mutex&) = delete;
   Mutex& operator=(const Mutex&) = delete;
+  /// The name given at construction (empty if none), used in error messages.
   const std::string& name() const noexcept { return name_; }
 
  private:
@@ -56,11 +59,16 @@ class Mutex {
 /// write lock deadlocks undetected (readers are not tracked).
 class RwLock {
  public:
+  /// How many readers may hold the lock at once (2^30); a writer takes all
+  /// of these permits.
   static constexpr std::uint32_t kMaxReaders = 1u << 30;
+  /// `name` is how errors and the abort message refer to this lock (empty:
+  /// by its address).
   explicit RwLock(std::string name = {})
       : core_(kMaxReaders, sync_object_name("RwLock", name, reinterpret_cast<std::uintptr_t>(this))), name_(std::move(name)) {}
   RwLock(const RwLock&) = delete;
   RwLock& operator=(const RwLock&) = delete;
+  /// The name given at construction (empty if none), used in error messages.
   const std::string& name() const noexcept { return name_; }
 
  private:
@@ -153,6 +161,9 @@ auto with_try_write_lock(RwLock& l, F body) {
   return detail::try_lock_call(detail::SyncAccess::write(l), std::move(body), "with_try_write_lock");
 }
 
+/// The sync library's forms for plain threads and spawn_blocking functions:
+/// they block the calling thread instead of suspending a task, and throw
+/// std::logic_error where they would block a runtime worker.
 namespace blocking {
 /// The same for plain threads (and spawn_blocking functions): blocks the
 /// thread. `body` must not return a Task (a compile error).
@@ -168,20 +179,28 @@ template <class F>
 std::invoke_result_t<F&> with_lock(Mutex& m, F body) {
   return detail::blocking_locked(detail::SyncAccess::lock(m), body, "with_lock");
 }
+/// Runs `body` if `m` is free right now; else SyncError::Code::busy, body
+/// not run (also when this thread holds `m`). Never waits.
 template <class F>
 SyncResult<std::invoke_result_t<F&>> with_try_lock(Mutex& m, F body) {
   return detail::blocking_try_locked(detail::SyncAccess::lock(m), body, "with_try_lock");
 }
+/// Waits at most `limit` for `m`, then runs `body` holding it; else
+/// SyncError::Code::timed_out, body not run. A free `m` is taken even with a
+/// limit <= 0.
 template <class F, class Rep, class Period>
 SyncResult<std::invoke_result_t<F&>> with_lock_timeout(Mutex& m, std::chrono::duration<Rep, Period> limit, F body) {
   return detail::blocking_timed_locked(detail::SyncAccess::lock(m),
                                        std::chrono::duration_cast<std::chrono::nanoseconds>(limit), body,
                                        "with_lock_timeout");
 }
+/// Blocks until it can share `l` with other readers, then runs `body`
+/// holding it; returns its value.
 template <class F>
 std::invoke_result_t<F&> with_read_lock(RwLock& l, F body) {
   return detail::blocking_locked(detail::SyncAccess::read(l), body, "with_read_lock");
 }
+/// Blocks until it holds `l` exclusively, then runs `body`; returns its value.
 template <class F>
 std::invoke_result_t<F&> with_write_lock(RwLock& l, F body) {
   return detail::blocking_locked(detail::SyncAccess::write(l), body, "with_write_lock");

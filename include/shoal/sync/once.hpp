@@ -38,6 +38,8 @@ class Once {
   static_assert(!std::is_reference_v<T> && !std::is_void_v<T>, "shoal::Once<T>: T must be a value type");
 
  public:
+  /// An empty Once; `name` is how errors and the abort message refer to it
+  /// (empty: by its address).
   explicit Once(std::string name = {}) : core_(sync_object_name("Once", name, reinterpret_cast<std::uintptr_t>(this))) {}
   Once(const Once&) = delete;
   Once& operator=(const Once&) = delete;

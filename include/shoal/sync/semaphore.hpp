@@ -16,13 +16,17 @@ namespace shoal {
 /// aborts with a message naming it.
 class Semaphore {
  public:
+  /// A semaphore of `permits` permits in all; `name` is how errors and the
+  /// abort message refer to it (empty: by its address).
   explicit Semaphore(std::uint32_t permits, std::string name = {})
       : core_(permits, sync_object_name("Semaphore", name, reinterpret_cast<std::uintptr_t>(this))), name_(std::move(name)) {}
   Semaphore(const Semaphore&) = delete;
   Semaphore& operator=(const Semaphore&) = delete;
+  /// The number of permits in all, as given at construction.
   std::uint32_t permits() const noexcept { return core_.permits(); }
   /// Free right now (a snapshot, for diagnostics).
   std::uint32_t available() const noexcept { return core_.available(); }
+  /// The name given at construction (empty if none), used in error messages.
   const std::string& name() const noexcept { return name_; }
 
  private:
@@ -81,6 +85,7 @@ template <class F>
 std::invoke_result_t<F&> with_permits(Semaphore& s, std::uint32_t n, F body) {
   return detail::blocking_locked(detail::SyncAccess::permits(s, n, "with_permits"), body, "with_permits");
 }
+/// blocking::with_permits(s, 1, body).
 template <class F>
 std::invoke_result_t<F&> with_permit(Semaphore& s, F body) {
   return detail::blocking_locked(detail::SyncAccess::permits(s, 1, "with_permit"), body, "with_permit");

@@ -10,6 +10,9 @@
 
 namespace shoal::testing {
 
+/// Installs frame hooks (set_frame_hooks) that count allocations and can
+/// fail chosen ones with std::bad_alloc; the destructor uninstalls them.
+/// One at a time; create and destroy it while no runtime is running.
 class FrameCounter {
  public:
   FrameCounter() {
@@ -20,8 +23,11 @@ class FrameCounter {
   FrameCounter(const FrameCounter&) = delete;
   FrameCounter& operator=(const FrameCounter&) = delete;
 
+  /// Allocations made through the hooks and not yet freed (0 when nothing leaked).
   long live() const noexcept { return live_.load(); }
+  /// Allocation attempts since construction, failed ones included.
   long allocations() const noexcept { return count_.load(); }
+  /// Allocations this counter failed (threw std::bad_alloc for).
   long failures() const noexcept { return failures_.load(); }
 
   /// Fails the n-th allocation from now (1 = the next one); with `forever`,
@@ -30,6 +36,7 @@ class FrameCounter {
     fail_forever_.store(forever);
     fail_at_.store(count_.load() + n);
   }
+  /// Cancels fail_at: later allocations succeed.
   void stop_failing() noexcept { fail_at_.store(0); }
 
  private:

@@ -10,8 +10,11 @@ namespace shoal::testing {
 /// When installed, every frame allocation and free calls these; `allocate`
 /// may throw std::bad_alloc to simulate exhaustion.
 struct FrameHooks {
+  /// Returns `size` bytes or throws std::bad_alloc.
   void* (*allocate)(std::size_t size, void* ctx);
+  /// Frees `p`, which `allocate` returned for `size` bytes.
   void (*deallocate)(void* p, std::size_t size, void* ctx) noexcept;
+  /// Passed back to both functions.
   void* ctx;
 };
 

@@ -8,7 +8,9 @@ namespace shoal::testing {
 /// that returned: the task suspended, yielded or finished), on the worker
 /// thread with no task running. `ctx` is passed back.
 struct StepHook {
+  /// Called after each step with `ctx`; null: nothing is called.
   void (*after_step)(void* ctx) noexcept = nullptr;
+  /// Passed back to `after_step`.
   void* ctx = nullptr;
 };
 

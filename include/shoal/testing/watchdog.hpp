@@ -13,10 +13,17 @@
 
 #include "shoal/runtime/run.hpp"
 
+/// What shoal's own tests use, for yours (link shoal::testing): frame
+/// counting and allocation-failure injection, the deterministic executor's
+/// step hook, a watchdog, and leak checks.
 namespace shoal::testing {
 
+/// Fails a hung test loudly: unless destroyed within its limit, it prints
+/// every live runtime's worker and task state to stderr and aborts.
 class Watchdog {
  public:
+  /// Starts a thread that waits up to `limit`; `what` names the test in the
+  /// message. The destructor disarms it and joins the thread.
   explicit Watchdog(std::chrono::seconds limit, std::string what = "test")
       : what_(std::move(what)), thread_([this, limit] {
           std::unique_lock<std::mutex> g(mu_);

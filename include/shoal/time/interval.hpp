@@ -37,11 +37,14 @@ class Interval {
   Interval(Clock::time_point start, Clock::duration period, MissedTick missed = MissedTick::burst) noexcept
       : next_(start), period_(period.count() > 0 ? period : Clock::duration(1)), missed_(missed) {}
 
+  /// What tick() returns: `co_await` it for the time the tick was due.
   class Awaiter {
    public:
     /// Also usable where a Task is taken (move_on_after, with_timeout, spawn).
     using task_type = Task<Clock::time_point>;
+    /// Waits for `iv`'s next tick; made by tick().
     explicit Awaiter(Interval* iv) noexcept : iv_(iv), sleep_(iv->next_) {}
+    /// Wraps the tick in a Task (allocates its frame), for APIs that take a Task.
     operator task_type() && { return as_task(iv_); }
     bool await_ready() const noexcept { return false; }
     template <class P>
@@ -71,6 +74,8 @@ class Interval {
   void reset() noexcept { next_ = now() + period_; }
   /// When the next tick is due.
   Clock::time_point next_tick() const noexcept { return next_; }
+  /// The time between ticks (a period <= 0 given at construction became the
+  /// smallest Clock::duration).
   Clock::duration period() const noexcept { return period_; }
 
  private:

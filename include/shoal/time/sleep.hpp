@@ -11,6 +11,8 @@
 
 namespace shoal {
 
+/// The clock of every shoal time point and deadline (monotonic). Read the
+/// runtime's time with now(), not Clock::now(): they differ under a manual clock.
 using Clock = std::chrono::steady_clock;
 
 /// The runtime's time: Clock::now(), except on a runtime with a manual clock

@@ -25,6 +25,9 @@
 struct ssl_st;      // OpenSSL's SSL, kept out of this header
 struct ssl_ctx_st;  // OpenSSL's SSL_CTX
 
+/// TLS over a net::Stream with OpenSSL (link shoal::tls): a Context of shared
+/// settings, the encrypted Stream, and the client and server handshakes
+/// (connect(), accept()).
 namespace shoal::tls {
 
 /// A TLS failure: what failed and why, e.g. "shoal::tls: handshake with
@@ -32,15 +35,19 @@ namespace shoal::tls {
 /// hostname mismatch".
 class Error : public std::runtime_error {
  public:
+  /// An error whose what() is `what`.
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+/// Settings of a client Context (Context::client).
 struct ClientOptions {
   bool verify = true;      ///< check the peer's certificate chain and host name
   std::string ca_file;     ///< trust these CAs (PEM) instead of the system's store
   std::vector<std::string> alpn;  ///< protocols to offer, most preferred first (e.g. "h2", "http/1.1")
 };
 
+/// Settings of a server Context (Context::server): the certificate and key to
+/// present, and the ALPN protocols to accept.
 struct ServerOptions {
   std::string certificate_chain_file;  ///< PEM: the certificate, then its intermediates
   std::string private_key_file;        ///< PEM
@@ -54,12 +61,18 @@ class Context {
   struct Impl;  // internal: what the context's callbacks read
   /// An empty context (what a moved-from or default Stream holds).
   Context() noexcept = default;
+  /// A client context with `options`. Throws Error naming the CA file or the
+  /// setting that failed.
   static Context client(const ClientOptions& options);
   /// The defaults: verification against the system store, no ALPN. (An
   /// overload, not a default argument: g++ 12 destroys a default argument's
   /// temporary twice when the call is inside a co_await expression.)
   static Context client();
+  /// A server context with `options`. Throws Error naming the certificate or
+  /// key file that failed to load.
   static Context server(const ServerOptions& options);
+  /// The OpenSSL SSL_CTX, for settings shoal does not offer (null for an
+  /// empty context); every copy of this Context shares it.
   ssl_ctx_st* native() const noexcept { return ctx_.get(); }
 
  private:
@@ -81,7 +94,11 @@ struct Conn;  // the connection's OpenSSL state and buffers (src/tls/tls.cpp)
 class Stream {
  public:
   Stream() noexcept;
+  /// Takes over the other stream's connection and socket; the other is left
+  /// empty (is_open() false).
   Stream(Stream&&) noexcept;
+  /// Drops this stream's connection and closes its socket (no close_notify
+  /// is sent), then takes over the other's; the other is left empty.
   Stream& operator=(Stream&&) noexcept;
   ~Stream();
 
@@ -100,6 +117,7 @@ class Stream {
   ///   between records leaves it usable.
   /// Throws: Cancelled; Error; std::system_error (EPIPE, ECONNRESET).
   Task<void> write_all(std::span<const std::byte> buf);
+  /// Encrypts and writes all of `text` (as write_all of its bytes).
   Task<void> write_all(std::string_view text) { return write_all(std::as_bytes(std::span(text.data(), text.size()))); }
   /// Waits until a read would not wait for the socket (decrypted or received
   /// bytes are buffered, or the socket is readable), without reading: an
@@ -116,7 +134,10 @@ class Stream {
   /// The underlying socket (e.g. for its addresses or an idle limit, which
   /// applies to every wait on it).
   net::Stream& socket() noexcept { return sock_; }
+  /// The underlying socket, read-only (e.g. for its addresses).
   const net::Stream& socket() const noexcept { return sock_; }
+  /// True if this holds a connection: false when default-constructed or
+  /// moved from.
   bool is_open() const noexcept { return conn_ != nullptr; }
 
  private:
