@@ -306,6 +306,7 @@ Task<int> Stream::drive(Op op, void* data, std::size_t size, std::size_t* done) 
                     ": a write was cut off part-way (cancelled or failed), so the connection cannot be used");
       }
       ERR_clear_error();
+      const std::size_t out_before = c.out.size();
       int r = 0;
       switch (op) {
         case Op::handshake: r = SSL_do_handshake(c.ssl); break;
@@ -321,7 +322,10 @@ Task<int> Stream::drive(Op op, void* data, std::size_t size, std::size_t* done) 
         c.in.clear();
         c.in_pos = 0;
       }
-      produced = !c.out.empty();
+      // Only what this call produced: a reader must not wait to send bytes a
+      // writer produced (the writer sends them), or a writer blocked on a
+      // full socket would block the reader that lets the peer drain it.
+      produced = c.out.size() > out_before;
     }
     // What the call produced (handshake messages, records, alerts) goes out
     // first, even when it failed: an alert tells the peer why.
