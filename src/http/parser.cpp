@@ -128,8 +128,9 @@ bool is_authority(std::string_view a, bool port_required) noexcept {
   for (char c : port) {
     if (!digit(c)) return false;
   }
-  // A name or IPv4 address as DNS writes it (stricter than RFC 3986's
-  // reg-name, whose sub-delims no client sends), or an IPv6 literal.
+  // A name or IPv4 address as DNS writes it, or with '_' (stricter than
+  // RFC 3986's reg-name, whose '~' and sub-delims no client sends), or an
+  // IPv6 literal.
   if (host.front() == '[') {
     for (char c : host.substr(1, host.size() - 2)) {
       if (!alnum(c) && c != ':' && c != '.') return false;
@@ -137,7 +138,7 @@ bool is_authority(std::string_view a, bool port_required) noexcept {
     return true;
   }
   for (char c : host) {
-    if (!alnum(c) && c != '-' && c != '.' && c != '_' && c != '~') return false;
+    if (!alnum(c) && c != '-' && c != '.' && c != '_') return false;
   }
   return true;
 }

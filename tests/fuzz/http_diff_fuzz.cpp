@@ -103,6 +103,14 @@ bool comparable(const shoal::http::RequestHead& ours, std::string_view head, htt
   int lengths = 0;
   for (const auto& h : ours.headers) lengths += iequals(h.name, "Content-Length") ? 1 : 0;
   if (lengths > 1) return false;
+  // RFC 3986 §3.1 lets a scheme hold digits, '+', '-' and '.' after its
+  // first letter, and shoal follows it; http-parser takes letters only.
+  if (err == HPE_INVALID_URL && ours.target.front() != '/') {
+    const auto sep = ours.target.find("://");
+    for (char c : ours.target.substr(0, sep)) {
+      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) return false;
+    }
+  }
   // http-parser knows a fixed list of methods; shoal takes any token (RFC 9110 §9.1).
   if (err == HPE_INVALID_METHOD) {
     for (int m = 0; m < 64; ++m) {
