@@ -1,8 +1,19 @@
-// State dumps: what a watchdog prints about every live runtime. Best effort:
-// a node whose lock is held (perhaps by a hung thread) is reported as such
-// instead of blocking the dump.
+// State dumps: what a watchdog, Runtime::dump_tasks and the dump signal
+// print about live runtimes. Best effort and never blocking: a node whose
+// lock is held (perhaps by a hung thread) is reported as such.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <mutex>
+#include <sstream>
 #include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "src/runtime/scheduler.hpp"
@@ -29,6 +40,88 @@ void dump_all_runtimes(std::ostream& out) {
   for (const Scheduler* s : g_registry) s->dump(out);
 }
 
+namespace {
+
+/// The type in callable_origin<F>()'s text: after "F = ", to the closing
+/// bracket (g++: "... [with F = main()::<lambda()>]"; clang: "... [F = ...]").
+std::string_view callable_name(std::string_view pretty) noexcept {
+  const auto at = pretty.find("F = ");
+  if (at == std::string_view::npos) return pretty;
+  pretty.remove_prefix(at + 4);
+  if (!pretty.empty() && pretty.back() == ']') pretty.remove_suffix(1);
+  return pretty;
+}
+
+/// g++ names a lambda inside a coroutine after the coroutine's actor,
+/// whose parameter is its frame ("operator()(...::_ZZ...Frame*)"): drop
+/// such parameter lists, which say nothing to a reader.
+std::string readable_callable(std::string_view name) {
+  std::string s(name);
+  for (auto end = s.find(".Frame*)"); end != std::string::npos; end = s.find(".Frame*)")) {
+    int depth = 0;
+    std::size_t open = end;
+    for (; open-- > 0;) {
+      if (s[open] == ')') ++depth;
+      if (s[open] == '(' && depth-- == 0) break;
+    }
+    if (open == std::string::npos) break;
+    s.replace(open, end + 8 - open, "()");
+  }
+  return s;
+}
+
+void write_label(std::ostream& out, const TaskRecord* f) {
+  out << "task";
+  if (f->name != nullptr) out << " \"" << f->name << '"';
+  if (f->origin == nullptr) {
+    if (f->owner != nullptr && f->home != nullptr && f->home->parent == nullptr && f->home->body == nullptr) {
+      out << " (a root task: run or block_on)";
+    }
+  } else if (f->origin_line != 0) {
+    out << " (spawned at " << f->origin << ':' << f->origin_line << ')';
+  } else {
+    out << " (spawned callable " << readable_callable(callable_name(f->origin)) << ')';
+  }
+}
+
+void write_duration(std::ostream& out, std::uint32_t ms) {
+  char buf[32];
+  if (ms < 1000) {
+    std::snprintf(buf, sizeof buf, "%u ms", ms);
+  } else if (ms < 120'000) {
+    std::snprintf(buf, sizeof buf, "%.1f s", ms / 1000.0);
+  } else if (ms < 7'200'000) {
+    std::snprintf(buf, sizeof buf, "%.1f min", ms / 60'000.0);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f h", ms / 3'600'000.0);
+  }
+  out << buf;
+}
+
+/// One task's line: its label, then what it waits on or that it runs.
+/// Called under the lock of the node whose list holds `f`, which keeps the
+/// record alive; the hook is claimed while it is read.
+void write_task(std::ostream& out, TaskRecord* f, const std::string& indent, bool timed, std::uint32_t now_ms) {
+  out << indent;
+  write_label(out, f);
+  WaitHook* h = nullptr;
+  if (!inspect_hook(f, h)) {
+    out << ": running or ready to run\n";
+    return;
+  }
+  const char* kind = h->wait_kind();
+  const std::uint32_t since = f->wait_since;
+  end_inspect(f, h);
+  out << ": waiting";
+  if (timed) {
+    out << ' ';
+    write_duration(out, now_ms - since);
+  }
+  out << " on " << kind << '\n';
+}
+
+}  // namespace
+
 void Scheduler::dump(std::ostream& out) const {
   static const char* const kActivity[] = {"running", "searching", "parked"};
   auto& d = const_cast<Driver&>(driver_);
@@ -41,27 +134,105 @@ void Scheduler::dump(std::ostream& out) const {
         << ", local queue " << w->local.size() << ", polls " << w->polls.load(std::memory_order_relaxed)
         << ", parker " << w->parker.state() << "\n";
   }
+  dump_tree(out);
+}
+
+void Scheduler::dump_tasks(std::ostream& out) const {
+  out << "shoal runtime " << static_cast<const void*>(this) << ": tasks that have waited at least once, by scope"
+      << (options_.track_waits ? "" : " (RuntimeOptions::track_waits is off: no wait durations)") << "\n";
+  dump_tree(out);
+}
+
+void Scheduler::dump_tree(std::ostream& out) const {
   shim::lock_guard<shim::mutex> g(roots_mu_);
   for (CancelNode* n : roots_) dump_node(out, n, 1);
 }
 
 void Scheduler::dump_node(std::ostream& out, CancelNode* n, int depth) const {
   const std::string indent(static_cast<std::size_t>(depth) * 2, ' ');
-  out << indent << (depth == 1 ? "root" : "scope") << (n->cancelled.load() ? " [cancelled]" : "")
+  const std::string inner = indent + "  ";
+  out << indent << (n->parent == nullptr ? "root" : "scope") << (n->cancelled.load() ? " [cancelled]" : "")
       << (n->shielded ? " [shielded]" : "");
   if (!n->lock.try_lock()) {
-    out << " (locked)\n";
+    out << " (locked; not shown)\n";
     return;
   }
-  std::size_t waiting = 0, children = 0;
-  for (TaskRecord* f = n->records.front(); f != nullptr; f = n->records.next(f)) {
-    if (f->hook.load(std::memory_order_relaxed) != nullptr) ++waiting;
+  if (n->body != nullptr) {
+    out << ", the body of ";
+    write_label(out, n->body);
   }
-  for (CancelNode* c = n->children.front(); c != nullptr; c = n->children.next(c)) ++children;
-  out << ": body " << (n->body != nullptr && n->body->hook.load(std::memory_order_relaxed) ? "waiting" : "not waiting")
-      << ", " << waiting << " children suspended at a wait, " << children << " nested scopes\n";
+  out << '\n';
+  const bool timed = options_.track_waits;
+  const std::uint32_t now_ms = wait_clock_ms();
+  for (TaskRecord* f = n->records.front(); f != nullptr; f = n->records.next(f)) {
+    write_task(out, f, inner, timed, now_ms);
+  }
   for (CancelNode* c = n->children.front(); c != nullptr; c = n->children.next(c)) dump_node(out, c, depth + 1);
   n->lock.unlock();
+}
+
+// ---- the dump signal ---------------------------------------------------------
+// The handler writes the signal's number to a pipe (async-signal-safe); one
+// thread, started with the first runtime that asks, reads it and dumps every
+// live runtime that chose that signal to stderr. A thread of its own, so a
+// runtime whose workers are all stuck still answers.
+namespace {
+int g_dump_pipe[2] = {-1, -1};
+std::once_flag g_dump_thread_once;
+std::mutex g_dump_install_mu;
+bool g_dump_installed[NSIG] = {};
+
+extern "C" void on_dump_signal(int sig) {
+  const int saved = errno;
+  const unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] const ssize_t n = ::write(g_dump_pipe[1], &b, 1);  // full pipe: a dump is pending anyway
+  errno = saved;
+}
+
+void dump_thread_main() {
+  for (;;) {
+    unsigned char sig = 0;
+    const ssize_t n = ::read(g_dump_pipe[0], &sig, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != 1) return;
+    std::ostringstream out;
+    {
+      shim::lock_guard<shim::mutex> g(g_registry_mu);
+      for (const Scheduler* s : g_registry) {
+        if (s->dump_signal() == sig) s->dump_tasks(out);
+      }
+    }
+    const std::string text = out.str();
+    for (std::size_t done = 0; done < text.size();) {
+      const ssize_t w = ::write(STDERR_FILENO, text.data() + done, text.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;
+      done += static_cast<std::size_t>(w);
+    }
+  }
+}
+}  // namespace
+
+void install_dump_signal(int sig) {
+  std::call_once(g_dump_thread_once, [] {
+    if (::pipe2(g_dump_pipe, O_CLOEXEC) != 0) {
+      throw std::system_error(errno, std::generic_category(), "shoal: RuntimeOptions::dump_signal: pipe2");
+    }
+    // The handler must never block: only the write end is non-blocking.
+    ::fcntl(g_dump_pipe[1], F_SETFL, ::fcntl(g_dump_pipe[1], F_GETFL) | O_NONBLOCK);
+    std::thread(dump_thread_main).detach();  // lives as long as the process, as the handler does
+  });
+  std::lock_guard<std::mutex> g(g_dump_install_mu);
+  if (g_dump_installed[sig]) return;
+  struct sigaction sa {};
+  sa.sa_handler = on_dump_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  if (::sigaction(sig, &sa, nullptr) != 0) {
+    throw std::system_error(errno, std::generic_category(),
+                            "shoal: RuntimeOptions::dump_signal: sigaction(" + std::to_string(sig) + ")");
+  }
+  g_dump_installed[sig] = true;
 }
 
 }  // namespace shoal::detail

@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <ostream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "shoal/runtime/run.hpp"
 #include "shoal/scope/scope.hpp"
@@ -38,6 +41,13 @@ RuntimeOptions normalize(RuntimeOptions o) {
   } else if (o.workers > 1024) {
     throw std::invalid_argument("shoal: RuntimeOptions::workers = " + std::to_string(o.workers) +
                                 " is out of range (expected 1..1024)");
+  }
+  if (o.dump_signal != 0) {
+    if (o.dump_signal < 1 || o.dump_signal >= NSIG || o.dump_signal == SIGKILL || o.dump_signal == SIGSTOP) {
+      throw std::invalid_argument("shoal: RuntimeOptions::dump_signal = " + std::to_string(o.dump_signal) +
+                                  " is not a signal a handler can catch (e.g. SIGUSR1)");
+    }
+    o.track_waits = true;
   }
   return o;
 }
@@ -87,9 +97,12 @@ void Scheduler::report_suppressed(const std::exception_ptr& e) noexcept {
   print_fault("shoal: suppressed fault (its scope already had one): ", e);
 }
 
-void RootOwner::start(Scheduler* s, PromiseBase& p, std::coroutine_handle<> h) noexcept {
+void RootOwner::attach(Scheduler* s) noexcept {
   sched_ = s;
   attach_root(s);
+}
+
+void RootOwner::start(PromiseBase& p, std::coroutine_handle<> h) noexcept {
   launch(*p.record_, h, 0, false);  // not on a worker: injected
 }
 
@@ -133,12 +146,14 @@ void Runtime::start_root(detail::RootOwner& root, detail::PromiseBase& p, std::c
   }
   try {
     (void)detail::root_record(p);
+    // Attached before it is listed: a dump (roots_mu_) sees it whole.
+    root.attach(sched_.get());
     sched_->add_root(&root.node());
   } catch (...) {
     h.destroy();
     throw;
   }
-  root.start(sched_.get(), p, h);
+  root.start(p, h);
 }
 
 void Runtime::finish_root(detail::RootOwner& root) noexcept { sched_->remove_root(&root.node()); }
@@ -149,9 +164,35 @@ std::size_t Runtime::worker_count() const noexcept { return sched_->worker_count
 
 void Runtime::dump_state(std::ostream& out) const { sched_->dump(out); }
 
+void Runtime::dump_tasks(std::ostream& out) const { sched_->dump_tasks(out); }
+
 void Runtime::dump_all(std::ostream& out) { detail::dump_all_runtimes(out); }
 
+namespace detail {
+void set_task_name(TaskRecord& f, const char* name, std::size_t size) {
+  char* copy = nullptr;
+  if (size != 0) {
+    copy = new char[size + 1];
+    std::memcpy(copy, name, size);
+    copy[size] = '\0';
+  }
+  // A task in its scope's list can be in a dump, which reads names under
+  // that scope's lock; before that, nobody else sees the record.
+  CancelNode* listed = (f.flags & TaskRecord::kLinked) != 0 ? f.home : nullptr;
+  if (listed != nullptr) listed->lock.lock();
+  char* old = std::exchange(f.name, copy);
+  if (listed != nullptr) listed->lock.unlock();
+  delete[] old;
+}
+}  // namespace detail
+
 namespace this_task {
+void set_name(std::string_view name) {
+  detail::TaskRecord* f = detail::current_record();
+  if (f == nullptr) throw std::logic_error("shoal::this_task::set_name: called outside a shoal task");
+  detail::set_task_name(*f, name.data(), name.size());
+}
+
 bool cancellation_requested() noexcept {
   if (detail::TaskRecord* f = detail::current_record()) return f->cancelled();
   if (detail::BlockingJob* job = detail::current_blocking_job()) return job->cancelled();

@@ -72,6 +72,7 @@ Scheduler::Scheduler(RuntimeOptions options)
   // One worker has nobody to hand the driver to (see watch.cpp).
   watch_enabled_ = !det_ && options_.workers > 1;
   try {
+    if (options_.dump_signal != 0) install_dump_signal(options_.dump_signal);
     workers_.reserve(options_.workers);
     for (std::size_t i = 0; i < options_.workers; ++i) {
       auto w = std::make_unique<Worker>();
@@ -94,6 +95,7 @@ Scheduler::Scheduler(RuntimeOptions options)
       });
     }
     register_runtime(this);
+    if (options_.track_waits) track_waits(true);
   } catch (...) {
     // Out of threads or memory (a PID limit, a huge SHOAL_THREADS): stop and
     // join the workers already running before the members they use go.
@@ -107,6 +109,7 @@ Scheduler::Scheduler(RuntimeOptions options)
 }
 
 Scheduler::~Scheduler() {
+  if (options_.track_waits) track_waits(false);
   unregister_runtime(this);
   shutdown_.store(true, std::memory_order_seq_cst);
   for (auto& w : workers_) unpark(*w);

@@ -96,6 +96,8 @@ class Scheduler {
 
   void report_suppressed(const std::exception_ptr& e) noexcept;
   void dump(std::ostream& out) const;
+  void dump_tasks(std::ostream& out) const;
+  int dump_signal() const noexcept { return options_.dump_signal; }
 
   Driver& driver() noexcept { return driver_; }
   BlockingPool& blocking() noexcept { return blocking_; }
@@ -128,6 +130,7 @@ class Scheduler {
   void wake_block_on_threads() noexcept;
   void root_sleep(std::uint32_t gen, const std::chrono::nanoseconds* timeout) noexcept;
   void left_park() noexcept;
+  void dump_tree(std::ostream& out) const;
   void dump_node(std::ostream& out, CancelNode* n, int depth) const;
 
   RuntimeOptions options_;
@@ -161,6 +164,9 @@ class Scheduler {
 /// The runtime registry, for Runtime::dump_all (a watchdog's view of every
 /// live runtime).
 void register_runtime(const Scheduler* s);
+/// Makes `sig` dump every runtime that chose it (RuntimeOptions::dump_signal).
+/// Throws std::system_error.
+void install_dump_signal(int sig);
 void unregister_runtime(const Scheduler* s) noexcept;
 
 }  // namespace shoal::detail

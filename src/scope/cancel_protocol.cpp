@@ -18,6 +18,10 @@
 //   locks they need to unlink themselves.
 // - Lock order: parent node before child node; node lock before any wait
 //   primitive's lock (cancel_wait may take one). Wakers never take node locks.
+#include <time.h>
+
+#include <atomic>
+
 #include "shoal/detail/task_record.hpp"
 #include "src/runtime/injector.hpp"
 
@@ -25,22 +29,34 @@ namespace shoal::detail {
 namespace {
 
 WaitHook* const kBusy = reinterpret_cast<WaitHook*>(std::uintptr_t{1});
+}  // namespace
 
-void wake_for_cancel(TaskRecord* f, TaskBatch& batch) noexcept {
-  WaitHook* h = f->hook.load(std::memory_order_seq_cst);
+// seq_cst: a canceller's claim is the second half of the Dekker pair with
+// the waiter's hook store (see the top of this file).
+bool inspect_hook(TaskRecord* f, WaitHook*& h) noexcept {
+  h = f->hook.load(std::memory_order_seq_cst);
   SpinWait wait;
   for (;;) {
-    if (h == nullptr) return;
-    if (h == kBusy) {  // another canceller is looking; let it finish, then retry
+    if (h == nullptr) return false;
+    if (h == kBusy) {  // another canceller (or a dump) is looking; let it finish, then retry
       wait.pause();
       h = f->hook.load(std::memory_order_seq_cst);
       continue;
     }
-    if (f->hook.compare_exchange_weak(h, kBusy, std::memory_order_seq_cst)) break;
+    if (f->hook.compare_exchange_weak(h, kBusy, std::memory_order_seq_cst)) return true;
   }
+}
+
+void end_inspect(TaskRecord* f, WaitHook* h) noexcept { f->hook.store(h, std::memory_order_release); }
+
+namespace {
+
+void wake_for_cancel(TaskRecord* f, TaskBatch& batch) noexcept {
+  WaitHook* h;
+  if (!inspect_hook(f, h)) return;
   // A task waiting inside a shielded (uncancelled) node is left alone.
   const bool claimed = f->cancelled(std::memory_order_seq_cst) && h->cancel_wait();
-  f->hook.store(claimed ? nullptr : h, std::memory_order_release);
+  end_inspect(f, claimed ? nullptr : h);
   if (claimed) batch.push(f);
 }
 
@@ -63,13 +79,37 @@ void link_home(TaskRecord* f) noexcept {
 }
 }  // namespace
 
+namespace {
+// Runtimes that keep wait start times (RuntimeOptions::track_waits). A
+// plain atomic, not a shim one: it changes only as runtimes come and go.
+std::atomic<int> g_track_waits{0};
+
+// Published before the hook: a dump that claims the hook reads it after.
+void note_wait_start(TaskRecord* f) noexcept {
+  if (g_track_waits.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    f->wait_since = wait_clock_ms();
+  }
+}
+}  // namespace
+
+void track_waits(bool on) noexcept { g_track_waits.fetch_add(on ? 1 : -1, std::memory_order_relaxed); }
+
+std::uint32_t wait_clock_ms() noexcept {
+  timespec ts;  // the coarse clock: a few ns, a tick's resolution (1-4 ms)
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<std::uint32_t>(static_cast<std::uint64_t>(ts.tv_sec) * 1000 +
+                                    static_cast<std::uint64_t>(ts.tv_nsec) / 1'000'000);
+}
+
 void publish_hook(TaskRecord* f, WaitHook* w) noexcept {
   link_home(f);
+  note_wait_start(f);
   f->hook.store(w, std::memory_order_seq_cst);
 }
 
 bool arm_wait(TaskRecord* f, WaitHook* w) noexcept {
   link_home(f);
+  note_wait_start(f);
   f->hook.store(w, std::memory_order_seq_cst);
   if (f->cancelled(std::memory_order_seq_cst)) {
     disarm_wait(f, w);

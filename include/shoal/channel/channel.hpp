@@ -95,6 +95,7 @@ class Channel {
     bool done = false;  // the operation completed (value moved / channel closed)
     void* data;         // the sender's T, or the receiver's std::optional<T>
     std::exception_ptr error;  // a sender whose value threw when moved on its behalf
+    const char* wait_kind() const noexcept override { return sender ? "shoal::Channel::send" : "shoal::Channel::recv"; }
 
    private:
     void left_locked() noexcept override { ch->unannounce(sender); }

@@ -31,6 +31,8 @@ struct ChildTag;    // a cancel node among its parent's children
 /// throws Cancelled). It must not schedule the task itself.
 struct WaitHook {
   virtual bool cancel_wait() noexcept = 0;
+  /// What the task waits on, for Runtime::dump_tasks ("channel receive").
+  virtual const char* wait_kind() const noexcept { return "a runtime wait"; }
 
  protected:
   ~WaitHook() = default;
@@ -68,6 +70,20 @@ struct TaskRecord {
   // by that worker as it resumes the task: where a contended lock's holder runs.
   std::uint8_t worker = kNoWorker;
   std::uint32_t flags = 0;
+  // For Runtime::dump_tasks. Where it was spawned: `origin` is a file and
+  // `origin_line` its line, or (line 0) the text of callable_origin<F>()
+  // for a spawned callable; null when unknown. `name`: owned, null when
+  // unnamed. `wait_since`: when its current wait began (milliseconds,
+  // wrapping), kept only by a runtime that tracks waits.
+  const char* origin = nullptr;
+  char* name = nullptr;
+  std::uint32_t origin_line = 0;
+  std::uint32_t wait_since = 0;
+
+  TaskRecord() noexcept = default;
+  TaskRecord(const TaskRecord&) = delete;
+  TaskRecord& operator=(const TaskRecord&) = delete;
+  ~TaskRecord() { delete[] name; }
 
   static constexpr std::uint8_t kNoWorker = 0xff;
 
@@ -218,6 +234,16 @@ bool arm_wait(TaskRecord* f, WaitHook* w) noexcept;
 /// that is inspecting it.
 void disarm_wait(TaskRecord* f, WaitHook* w) noexcept;
 
+/// For task dumps. track_waits(true/false): a runtime starts or stops
+/// keeping wait start times (TaskRecord::wait_since), in wait_clock_ms().
+void track_waits(bool on) noexcept;
+std::uint32_t wait_clock_ms() noexcept;
+/// Claims `f`'s hook as a canceller does, so the task cannot leave its wait
+/// (and destroy the hook) until end_inspect: false if it is not waiting.
+/// Spin-waits out a canceller that holds it. Hold no wait primitive's lock.
+bool inspect_hook(TaskRecord* f, WaitHook*& h) noexcept;
+void end_inspect(TaskRecord* f, WaitHook* h) noexcept;
+
 /// Finds the task of the coroutine awaiting a runtime operation.
 template <class P>
 TaskRecord* record_of(std::coroutine_handle<P> h) noexcept {
@@ -227,6 +253,18 @@ TaskRecord* record_of(std::coroutine_handle<P> h) noexcept {
     return current_record();
   }
 }
+
+/// A spawned callable's origin for a task dump: the compiler's text for this
+/// function, which names F ("... [with F = main()::<lambda()>]" from g++,
+/// "... [F = (lambda at main.cpp:12:11)]" from clang). No RTTI needed.
+template <class F>
+const char* callable_origin() noexcept {
+  return __PRETTY_FUNCTION__;
+}
+
+/// Names the task `f` (a copy of `name`; an empty one clears it). Throws
+/// std::bad_alloc.
+void set_task_name(TaskRecord& f, const char* name, std::size_t size);
 
 /// Throws shoal::Cancelled (defined in the public runtime/errors.hpp, which
 /// the ground floor does not include).

@@ -120,6 +120,7 @@ class Waiter : public WaitHook, public ListHook<> {
 /// a canceller, which hold none of its locks, may come before that).
 class SelectClaim final : public WaitHook {
  public:
+  const char* wait_kind() const noexcept override { return "shoal::select"; }
   /// Case `i` completes if nothing else did first. True if it is ours;
   /// `wake` then says whether the task is parked (the caller wakes it).
   bool try_win(std::uint32_t i, bool& wake) noexcept {
@@ -369,6 +370,8 @@ class LevelWaiter : public Waiter {
     yield_from(f, h, this);  // it held already: a schedule point once per budget
     return true;
   }
+
+  const char* wait_kind() const noexcept override { return what_; }
 
  protected:
   LevelWaiter(SpinLock& lock, WaitList& list, const char* what) noexcept : Waiter(lock), list_(&list), what_(what) {}

@@ -39,6 +39,17 @@ struct RuntimeOptions {
   /// seed reproduces their order exactly. Blocking work in flight holds the
   /// clock until it finishes.
   bool manual_clock = false;
+  /// Keep when each task's current wait began, so Runtime::dump_tasks says
+  /// how long it has waited. Costs a coarse clock read (a few ns) per wait,
+  /// in every runtime of the process while any runtime keeps them.
+  bool track_waits = false;
+  /// When nonzero (e.g. SIGUSR1): each delivery of this signal writes
+  /// dump_tasks to stderr, from a thread of its own, so a runtime whose
+  /// workers are all stuck still answers. Implies track_waits. Installs a
+  /// process-wide handler for the signal, for good: do not also wait for it
+  /// with shoal::signal::wait. The constructor throws std::invalid_argument
+  /// for a number that is not a catchable signal.
+  int dump_signal = 0;
 
   // Shorthands (g++ warns about designated initializers that omit members).
   /// Default options with `n` workers (0: the default count, as for `workers`).
@@ -75,8 +86,10 @@ namespace detail {
 class RootOwner final : public ChildGroup {
  public:
   RootOwner() noexcept = default;
-  /// Starts the root task `h` on `s` (from a thread that is none of its workers).
-  void start(Scheduler* s, PromiseBase& p, std::coroutine_handle<> h) noexcept;
+  /// Heads a cancel tree of `s`; then start() runs the root task `h` (from
+  /// a thread that is none of `s`'s workers).
+  void attach(Scheduler* s) noexcept;
+  void start(PromiseBase& p, std::coroutine_handle<> h) noexcept;
   std::coroutine_handle<> task_done(TaskRecord& f, PromiseBase& p,
                                      std::coroutine_handle<> frame) noexcept override;
   void wait() noexcept;
@@ -141,7 +154,14 @@ class Runtime {
   /// The number of worker threads this runtime runs (fixed at construction).
   std::size_t worker_count() const noexcept;
 
-  /// Writes worker and task state (for watchdogs and debugging).
+  /// Writes every task this runtime knows of, as its scope tree: for each
+  /// task its name (see shoal::named, this_task::set_name), where it was
+  /// spawned, and whether it runs (or is ready to) or waits, on what, and
+  /// (with RuntimeOptions::track_waits) for how long. A task that has never
+  /// waited is not listed yet. Best effort and safe from any thread at any
+  /// time: a scope whose lock is held is reported as such, not waited for.
+  void dump_tasks(std::ostream& out) const;
+  /// Writes worker state, then dump_tasks (for watchdogs and debugging).
   void dump_state(std::ostream& out) const;
   /// Dumps every live runtime (used by the test watchdog).
   static void dump_all(std::ostream& out);
@@ -166,5 +186,13 @@ template <detail::TaskLike A>
 auto run(A call, RuntimeOptions options = {}) {
   return run(typename A::task_type(std::move(call)), std::move(options));
 }
+
+namespace this_task {
+/// Names the calling task for Runtime::dump_tasks (a copy; an empty name
+/// clears it), e.g. a connection handler naming itself after its peer.
+/// Thread-safety: from a task. Throws: std::logic_error outside a task;
+/// std::bad_alloc.
+void set_name(std::string_view name);
+}  // namespace this_task
 
 }  // namespace shoal

@@ -26,6 +26,7 @@ namespace detail {
 /// Lives in the awaiting coroutine's frame.
 class BlockingJob : public Waiter {
  public:
+  const char* wait_kind() const noexcept override { return "shoal::spawn_blocking"; }
   TaskRecord* waiter = nullptr;
 
   /// Runs on a pool thread.

@@ -3,10 +3,12 @@
 
 #include <coroutine>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <new>
 #include <optional>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -20,6 +22,29 @@ namespace shoal {
 
 template <class T = void>
 class Task;
+
+/// Where a task was spawned, as Runtime::dump_tasks shows it. The spawn
+/// functions take one as a defaulted last parameter, which records the
+/// caller's file and line; nothing to write at the call.
+struct SpawnSite {
+  const char* file;    ///< The spawning call's source file (as the compiler names it).
+  std::uint32_t line;  ///< Its line.
+  /// The caller's place. __builtin_FILE/LINE in a default argument name the
+  /// outermost caller's place on g++ and clang (clang 14 with libstdc++
+  /// lacks std::source_location).
+  constexpr SpawnSite(const char* f = __builtin_FILE(), std::uint32_t l = __builtin_LINE()) noexcept
+      : file(f), line(l) {}
+};
+
+/// A name for a spawned task, for Runtime::dump_tasks:
+/// `s.spawn(shoal::named("accept loop"), accept_loop, std::ref(listener))`.
+/// The name is copied at the spawn; the call's file and line are kept too.
+struct TaskName {
+  std::string_view name;  ///< Copied into the task's record at the spawn.
+  SpawnSite site;         ///< Where named() was called.
+};
+/// See TaskName. Allocation: one copy of `name` at the spawn.
+inline TaskName named(std::string_view name, SpawnSite site = {}) noexcept { return TaskName{name, site}; }
 
 namespace detail {
 
@@ -40,6 +65,20 @@ using Stored = std::conditional_t<std::is_void_v<T>, bool, T>;
 /// the spawn, freed with that frame (by its promise).
 TaskRecord* allocate_record();
 void free_record(TaskRecord* f) noexcept;
+
+/// Where a spawn came from and what it is called, for the task's record
+/// (see TaskRecord::origin).
+struct Origin {
+  const char* where;
+  std::uint32_t line;
+  std::string_view name;
+};
+/// Throws std::bad_alloc (the name's copy).
+inline void set_origin(TaskRecord& f, const Origin& o) {
+  f.origin = o.where;
+  f.origin_line = o.line;
+  if (!o.name.empty()) set_task_name(f, o.name.data(), o.name.size());
+}
 
 struct PromiseBase {
   // The task this frame runs on: its awaiter's, or for a spawned root its

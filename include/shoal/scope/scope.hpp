@@ -83,6 +83,7 @@ void print_fault(const char* prefix, const std::exception_ptr& e) noexcept;
 /// holds a pointer to it while it waits; whoever swaps that word out owns
 /// the wake.
 struct JoinWaiter : WaitHook {
+  const char* wait_kind() const noexcept override { return "a join (a scope's exit or a JoinHandle)"; }
   TaskRecord* waiter = nullptr;
   JoinCell* cell = nullptr;
   // If the waiter published its hook but has not registered yet, leave a
@@ -128,29 +129,47 @@ class Scope final : private detail::ChildGroup {
   /// Thread-safety: the body and any task inside the scope, while it runs.
   /// Throws: std::invalid_argument for an empty Task.
   template <class T>
-  void spawn(Task<T> task) {
-    auto h = task.release();
-    if (!h) throw std::invalid_argument("shoal::Scope::spawn: the Task is empty (moved-from?)");
-    launch(h.promise(), h, 0);
+  void spawn(Task<T> task, SpawnSite site = {}) {
+    launch_task(std::move(task), 0, nullptr, {site.file, site.line, {}});
   }
 
   /// The same for a Task-like awaitable (e.g. `with_lock(m, body)`).
   template <detail::TaskLike A>
-  void spawn(A call) {
-    spawn(typename A::task_type(std::move(call)));
+  void spawn(A call, SpawnSite site = {}) {
+    spawn(typename A::task_type(std::move(call)), site);
   }
 
   /// Starts `fn(args...)` as a child. The callable and the decay-copied
   /// arguments are owned by the child until it finishes, so captures never
   /// dangle. Allocation: two frames. `fn` is invoked inside the child: its
   /// throw (or an empty Task, std::invalid_argument) is the child's fault.
+  /// A task dump names the callable's type as where it came from (a
+  /// defaulted SpawnSite cannot follow a parameter pack; `named` records
+  /// the call's place).
   /// Checkpoint, Cancellation, Thread-safety: as spawn(Task).
   /// Throws: std::bad_alloc if the child's frame cannot be allocated.
   template <class F, class... Args>
     requires detail::TaskFactory<F, Args...>
   void spawn(F&& fn, Args&&... args) {
-    spawn(detail::invoke_owned(detail::RootFrame{}, std::decay_t<F>(std::forward<F>(fn)),
-                               std::decay_t<Args>(std::forward<Args>(args))...));
+    launch_task(detail::invoke_owned(detail::RootFrame{}, std::decay_t<F>(std::forward<F>(fn)),
+                                     std::decay_t<Args>(std::forward<Args>(args))...),
+                0, nullptr, {detail::callable_origin<std::decay_t<F>>(), 0, {}});
+  }
+
+  /// The spawn forms with a name for task dumps (see TaskName):
+  /// `s.spawn(shoal::named("flusher"), flush_loop, std::ref(log))`.
+  /// Throws: std::bad_alloc (also for the name's copy); as the unnamed forms.
+  template <class T>
+  void spawn(const TaskName& name, Task<T> task) {
+    launch_task(std::move(task), 0, nullptr, {name.site.file, name.site.line, name.name});
+  }
+  /// As spawn(fn, args...), named.
+  template <class F, class... Args>
+    requires detail::TaskFactory<F, Args...>
+  void spawn(const TaskName& name, F&& fn, Args&&... args) {
+    launch_task(detail::invoke_owned(detail::RootFrame{}, std::decay_t<F>(std::forward<F>(fn)),
+                                     std::decay_t<Args>(std::forward<Args>(args))...),
+                0, nullptr, {name.site.file, name.site.line, name.name});
   }
 
   /// Starts `task` as a child and returns a handle whose `co_await` yields its
@@ -165,11 +184,13 @@ class Scope final : private detail::ChildGroup {
   /// Throws: std::invalid_argument for an empty Task; std::bad_alloc (the
   ///   handle's cell, the child's record or the `fn` form's frame).
   template <class T>
-  [[nodiscard]] JoinHandle<T> start(Task<T> task);
+  [[nodiscard]] JoinHandle<T> start(Task<T> task, SpawnSite site = {}) {
+    return start_task(std::move(task), {site.file, site.line, {}});
+  }
   /// The same for a Task-like awaitable (e.g. `with_lock(m, body)`).
   template <detail::TaskLike A>
-  [[nodiscard]] auto start(A call) {
-    return start(typename A::task_type(std::move(call)));
+  [[nodiscard]] auto start(A call, SpawnSite site = {}) {
+    return start(typename A::task_type(std::move(call)), site);
   }
 
   /// The same for `fn(args...)`, the callable and the decay-copied arguments
@@ -177,8 +198,23 @@ class Scope final : private detail::ChildGroup {
   template <class F, class... Args>
     requires detail::TaskFactory<F, Args...>
   [[nodiscard]] auto start(F&& fn, Args&&... args) {
-    return start(detail::invoke_owned(detail::RootFrame{}, std::decay_t<F>(std::forward<F>(fn)),
-                                      std::decay_t<Args>(std::forward<Args>(args))...));
+    return start_task(detail::invoke_owned(detail::RootFrame{}, std::decay_t<F>(std::forward<F>(fn)),
+                                           std::decay_t<Args>(std::forward<Args>(args))...),
+                      {detail::callable_origin<std::decay_t<F>>(), 0, {}});
+  }
+
+  /// The start forms with a name for task dumps (see TaskName).
+  template <class T>
+  [[nodiscard]] JoinHandle<T> start(const TaskName& name, Task<T> task) {
+    return start_task(std::move(task), {name.site.file, name.site.line, name.name});
+  }
+  /// As start(fn, args...), named.
+  template <class F, class... Args>
+    requires detail::TaskFactory<F, Args...>
+  [[nodiscard]] auto start(const TaskName& name, F&& fn, Args&&... args) {
+    return start_task(detail::invoke_owned(detail::RootFrame{}, std::decay_t<F>(std::forward<F>(fn)),
+                                           std::decay_t<Args>(std::forward<Args>(args))...),
+                      {name.site.file, name.site.line, name.name});
   }
 
   /// Starts `fn(ready, args...)` as a child and waits until it calls
@@ -221,13 +257,21 @@ class Scope final : private detail::ChildGroup {
 
   explicit Scope(detail::TaskRecord* body) noexcept : ChildGroup(body) {}
 
-  /// Throws std::bad_alloc (the record of a frame that is not a RootFrame;
-  /// the frame is destroyed). `cell`: a start()ed child's (kStarted).
-  void launch(detail::PromiseBase& p, std::coroutine_handle<> h, std::uint32_t flags,
-              detail::JoinCell* cell = nullptr) {
+  /// Starts `task` (not empty) with `flags` and, for a start()ed child, its
+  /// cell. Throws std::invalid_argument for an empty Task; std::bad_alloc
+  /// (the record of a frame that is not a RootFrame, or the name; the frame
+  /// is destroyed, the cell left to the caller).
+  template <class T>
+  void launch_task(Task<T> task, std::uint32_t flags, detail::JoinCell* cell, const detail::Origin& origin) {
+    auto h = task.release();
+    if (!h) {
+      throw std::invalid_argument(cell != nullptr ? "shoal::Scope::start: the Task is empty (moved-from?)"
+                                                  : "shoal::Scope::spawn: the Task is empty (moved-from?)");
+    }
     detail::TaskRecord* f;
     try {
-      f = &detail::root_record(p);
+      f = &detail::root_record(h.promise());
+      detail::set_origin(*f, origin);
     } catch (...) {
       h.destroy();
       throw;
@@ -239,6 +283,9 @@ class Scope final : private detail::ChildGroup {
     live_.fetch_add(2, std::memory_order_relaxed);
     ChildGroup::launch(*f, h, flags, false);
   }
+
+  template <class T>
+  JoinHandle<T> start_task(Task<T> task, const detail::Origin& origin);
 
   /// Latches `e` as the first fault and cancels the scope, unless another
   /// fault came first. True if `e` is now the first fault.
@@ -524,17 +571,12 @@ class JoinHandle {
 };
 
 template <class T>
-JoinHandle<T> Scope::start(Task<T> task) {
+JoinHandle<T> Scope::start_task(Task<T> task, const detail::Origin& origin) {
   auto* cell = detail::new_join_cell<T>();  // first: if it throws, the Task still owns its frame
-  auto h = task.release();
-  if (!h) {
-    detail::free_join_cell(cell);
-    throw std::invalid_argument("shoal::Scope::start: the Task is empty (moved-from?)");
-  }
   std::uint32_t flags = detail::TaskRecord::kStarted;
   if constexpr (!std::is_void_v<T>) flags |= detail::TaskRecord::kCellValue;
   try {
-    launch(h.promise(), h, flags, cell);
+    launch_task(std::move(task), flags, cell, origin);
   } catch (...) {
     detail::free_join_cell(cell);
     throw;
@@ -626,7 +668,8 @@ Task<T> Scope::start_ready(F fn, Args... args) {
   detail::TaskRecord* f = co_await detail::CurrentRecord{};
   if (f != nullptr && f->cancelled()) throw Cancelled{};  // a cancel point before any side effect
   auto st = std::make_shared<detail::ReadyState<T>>();
-  spawn(detail::ready_child<T>(st, std::move(fn), std::move(args)...));
+  launch_task(detail::ready_child<T>(st, std::move(fn), std::move(args)...), 0, nullptr,
+              {detail::callable_origin<F>(), 0, {}});
   try {
     co_await st->event.wait();
   } catch (const Cancelled&) {

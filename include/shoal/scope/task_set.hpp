@@ -298,6 +298,7 @@ class TaskSet final : private detail::ChildGroup {
     }
     if (!h) return start_failed(early);
     h.promise().continuation_ = {};
+    h.promise().record_->origin = detail::callable_origin<F>();  // for task dumps
     launch(h.promise(), h, local);
     return SpawnStatus::started;
   }
@@ -341,6 +342,8 @@ class TaskSet final : private detail::ChildGroup {
 template <class F, class... Args>
 class TaskSet::SpawnAwaiter final : private detail::WaitHook {
  public:
+  /// For task dumps.
+  const char* wait_kind() const noexcept override { return "shoal::TaskSet::spawn (admission)"; }
   /// A spawn into `set` of the callable and arguments `parts`; made by
   /// spawn() (`local` false) and spawn_local() (`local` true).
   template <class... A>
@@ -406,6 +409,8 @@ class TaskSet::SpawnAwaiter final : private detail::WaitHook {
 /// What wait_idle() returns: `co_await` it to wait until no child is live.
 class TaskSet::IdleAwaiter final : private detail::WaitHook {
  public:
+  /// For task dumps.
+  const char* wait_kind() const noexcept override { return "shoal::TaskSet::wait_idle"; }
   /// Waits for `set` to have no live child; made by wait_idle().
   explicit IdleAwaiter(TaskSet* set) noexcept : set_(set) {}
   bool await_ready() const noexcept { return false; }

@@ -25,6 +25,7 @@ namespace detail {
 class SleepAwaiter final : public WaitHook {
  public:
   explicit SleepAwaiter(Clock::time_point until) noexcept : until_(until) {}
+  const char* wait_kind() const noexcept override { return "shoal::sleep"; }
   SleepAwaiter(const SleepAwaiter&) = delete;
   SleepAwaiter& operator=(const SleepAwaiter&) = delete;
 

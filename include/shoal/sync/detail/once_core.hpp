@@ -38,6 +38,7 @@ class OnceCore {
   class Awaiter final : public Waiter {
    public:
     explicit Awaiter(OnceCore& core) noexcept : Waiter(core.lock_), core_(core) {}
+    const char* wait_kind() const noexcept override { return "another task's run of a once initializer"; }
     bool await_ready() const noexcept { return core_.state() != running; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) noexcept {

@@ -54,6 +54,7 @@ struct PermitWaiter final : Waiter {
   // granted its permits outright.
   enum class State : std::uint8_t { waiting, woken, granted };
   explicit PermitWaiter(PermitCore& c) noexcept;
+  const char* wait_kind() const noexcept override { return "a lock or semaphore (shoal::Mutex, Semaphore, ...)"; }
   PermitCore& core;
   std::uint32_t n = 0;
   std::int64_t since = 0;  // coarse ns when it first had to wait

@@ -1,0 +1,236 @@
+// Runtime::dump_tasks: the scope tree with each task's name, where it was
+// spawned and what it waits on (and for how long); the dump signal; a dump
+// racing tasks that wake, wait and finish.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "support/test_support.hpp"
+
+namespace {
+
+using shoal::Runtime;
+using shoal::RuntimeOptions;
+using shoal::Scope;
+using shoal::Task;
+using namespace std::chrono_literals;
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+/// Dumps `rt` from this thread until `ready(dump)` holds (the tasks have
+/// reached their waits) or 10 s pass; returns the last dump.
+std::string dump_when(const Runtime& rt, const std::function<bool(const std::string&)>& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  std::string text;
+  do {
+    std::ostringstream out;
+    rt.dump_tasks(out);
+    text = out.str();
+    if (ready(text)) break;
+    std::this_thread::sleep_for(1ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  return text;
+}
+
+std::size_t count(const std::string& s, const std::string& part) {
+  std::size_t n = 0;
+  for (auto at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+  return n;
+}
+
+Task<void> sleeper() { co_await shoal::sleep_for(1h); }
+
+TEST(TaskDump, ShowsEachTasksNameSpawnSiteAndWhatItWaitsOn) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "TaskDump");
+  RuntimeOptions opts = RuntimeOptions::with_workers(2);
+  opts.track_waits = true;
+  Runtime rt(std::move(opts));
+  shoal::Channel<int> ch(0);
+  shoal::Event release;
+  int sleeper_line = 0, named_line = 0;
+  std::string dump;
+  std::thread dumper([&] {
+    dump = dump_when(rt, [](const std::string& d) {
+      return contains(d, "shoal::Channel::recv") && contains(d, "shoal::sleep") && count(d, "on shoal::Event::wait") >= 2;
+    });
+    release.set();
+  });
+  rt.block_on(shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn(shoal::named("reader"), [&]() -> Task<void> { (void)co_await ch.recv(); }); named_line = __LINE__;
+    s.spawn(sleeper()); sleeper_line = __LINE__;
+    s.spawn([&]() -> Task<void> {
+      auto body = [&](Scope&) -> Task<void> { co_await release.wait(); };  // named: g++ 12 (docs/compilers.md)
+      co_await shoal::scope(body);
+    });
+    co_await release.wait();
+    s.cancel();
+  }));
+  dumper.join();
+  SCOPED_TRACE(dump);
+  // Named, with the place of the named() call.
+  EXPECT_TRUE(contains(dump, "task \"reader\" (spawned at " + std::string(__FILE__) + ":" +
+                                 std::to_string(named_line) + "): waiting "));
+  EXPECT_TRUE(std::regex_search(dump, std::regex("\"reader\"[^\n]*: waiting [0-9]+ ms on shoal::Channel::recv\n")));
+  // A Task spawned without a name: the spawn call's file and line.
+  EXPECT_TRUE(std::regex_search(dump, std::regex("task \\(spawned at [^\n]*task_dump_test.cpp:" +
+                                                 std::to_string(sleeper_line) + "\\): waiting [0-9]+ ms on shoal::sleep")));
+  // A spawned callable: its type. It opened a scope whose body (which runs
+  // on the same task) waits on the event.
+  EXPECT_TRUE(std::regex_search(dump, std::regex("task \\(spawned callable [^\n]*lambda[^\n]*\\): waiting [0-9]+ ms on shoal::Event::wait")));
+  EXPECT_TRUE(std::regex_search(dump, std::regex("\n      scope, the body of task \\(spawned callable [^\n]*lambda")));
+  EXPECT_FALSE(contains(dump, ".Frame*")) << "the compiler's coroutine-frame parameter is left out of a callable's name";
+  // The root task (block_on's) runs the outer scope's body.
+  EXPECT_TRUE(contains(dump, "\n    task (a root task: run or block_on): waiting "));
+  EXPECT_TRUE(contains(dump, "\n    scope, the body of task (a root task: run or block_on)\n"));
+}
+
+TEST(TaskDump, WithoutTrackWaitsSaysWhatButNotHowLong) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "TaskDump");
+  Runtime rt(RuntimeOptions::with_workers(1));
+  shoal::Event release;
+  std::string dump;
+  std::thread dumper([&] {
+    dump = dump_when(rt, [](const std::string& d) { return contains(d, "on shoal::Event::wait"); });
+    release.set();
+  });
+  rt.block_on(shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> { co_await release.wait(); });
+    co_return;
+  }));
+  dumper.join();
+  EXPECT_TRUE(contains(dump, "track_waits is off")) << dump;
+  EXPECT_TRUE(contains(dump, ": waiting on shoal::Event::wait\n")) << dump;
+}
+
+TEST(TaskDump, SetNameRenamesTheCallingTask) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "TaskDump");
+  Runtime rt(RuntimeOptions::with_workers(2));
+  shoal::Event release;
+  std::string dump;
+  std::thread dumper([&] {
+    dump = dump_when(rt, [](const std::string& d) { return contains(d, "\"conn 127.0.0.1:4000\""); });
+    release.set();
+  });
+  rt.block_on(shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn(shoal::named("conn"), [&]() -> Task<void> {
+      co_await shoal::checkpoint();  // waited once under its first name: listed
+      shoal::this_task::set_name("conn 127.0.0.1:4000");
+      co_await release.wait();
+    });
+    co_return;
+  }));
+  dumper.join();
+  EXPECT_TRUE(contains(dump, "task \"conn 127.0.0.1:4000\" (spawned at ")) << dump;
+  EXPECT_THROW(shoal::this_task::set_name("x"), std::logic_error);
+}
+
+TEST(TaskDump, TheDumpSignalWritesTheTreeToStderr) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "TaskDump");
+  char path[] = "/tmp/shoal-dump-XXXXXX";
+  const int file = ::mkstemp(path);
+  ASSERT_GE(file, 0);
+  std::fflush(stderr);
+  const int saved = ::dup(STDERR_FILENO);
+  ::dup2(file, STDERR_FILENO);
+  auto read_file = [&] {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  std::string text;
+  {
+    RuntimeOptions opts = RuntimeOptions::with_workers(2);
+    opts.dump_signal = SIGUSR2;
+    Runtime rt(std::move(opts));
+    shoal::Event release;
+    std::thread asker([&] {
+      // Ask until the dump shows the task at its wait (it may not be there
+      // at the first signal); bounded.
+      const auto deadline = std::chrono::steady_clock::now() + 10s;
+      while (std::chrono::steady_clock::now() < deadline) {
+        ::kill(::getpid(), SIGUSR2);
+        std::this_thread::sleep_for(20ms);
+        text = read_file();
+        if (contains(text, "\"stuck\"") && contains(text, "on shoal::Event::wait")) break;
+      }
+      release.set();
+    });
+    rt.block_on(shoal::scope([&](Scope& s) -> Task<void> {
+      s.spawn(shoal::named("stuck"), [&]() -> Task<void> { co_await release.wait(); });
+      co_return;
+    }));
+    asker.join();
+  }
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+  ::close(file);
+  ::unlink(path);
+  EXPECT_TRUE(std::regex_search(text, std::regex("task \"stuck\" \\(spawned at [^\n]*: waiting [0-9]+ ms on shoal::Event::wait")))
+      << text;
+}
+
+TEST(TaskDump, ADumpSignalThatCannotBeCaughtIsRefusedByName) {
+  RuntimeOptions opts;
+  opts.dump_signal = SIGKILL;
+  try {
+    Runtime rt(std::move(opts));
+    FAIL() << "accepted SIGKILL";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(contains(e.what(), "RuntimeOptions::dump_signal = 9")) << e.what();
+  }
+}
+
+// Dumps race tasks that keep waking, waiting and finishing: every dump
+// completes and nothing is read after it is freed (ASan, TSan).
+TEST(TaskDump, DumpsWhileTasksWakeWaitAndFinishAreSafe) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "TaskDump");
+  RuntimeOptions opts = RuntimeOptions::with_workers(2);
+  opts.track_waits = true;
+  Runtime rt(std::move(opts));
+  std::atomic<bool> done{false};
+  std::size_t dumps = 0;
+  std::thread dumper([&] {
+    while (!done.load()) {
+      std::ostringstream out;
+      rt.dump_tasks(out);
+      ++dumps;
+    }
+  });
+  const long rounds = shoal::test::scaled(2000, 100);
+  rt.block_on(shoal::scope([&](Scope& s) -> Task<void> {
+    for (int pair = 0; pair < 4; ++pair) {
+      auto ping = std::make_shared<shoal::Channel<int>>(0);
+      s.spawn([ping, rounds]() -> Task<void> {
+        for (long i = 0; i < rounds; ++i) co_await ping->send(static_cast<int>(i));
+      });
+      s.spawn([ping, rounds]() -> Task<void> {
+        for (long i = 0; i < rounds; ++i) {
+          // A short-lived child per round: records come and go under the dump.
+          auto round = [&](Scope& inner) -> Task<void> {
+            inner.spawn([]() -> Task<void> { co_await shoal::checkpoint(); });
+            (void)co_await ping->recv();
+          };
+          co_await shoal::scope(round);
+        }
+      });
+    }
+    co_return;
+  }));
+  done.store(true);
+  dumper.join();
+  EXPECT_GT(dumps, 0u);
+}
+
+}  // namespace
