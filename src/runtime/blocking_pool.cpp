@@ -105,6 +105,13 @@ std::size_t BlockingPool::threads() const noexcept {
   return threads_;
 }
 
+std::size_t BlockingPool::queued() const noexcept {
+  WaitSection sec(lock_);
+  std::size_t n = 0;
+  for (const Waiter* w = jobs_.front(); w != nullptr; w = jobs_.next(w)) ++n;
+  return n;
+}
+
 bool BlockingPool::wait_idle() noexcept {
   IdleThread me(lock_);
   ThreadWake wake;

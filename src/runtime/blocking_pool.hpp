@@ -27,6 +27,8 @@ class BlockingPool {
   bool submit(BlockingJob* job, const TaskRecord* unless) noexcept;
   SpinLock& lock() noexcept { return lock_; }
   std::size_t threads() const noexcept;
+  /// Jobs waiting for a thread (walks the queue: for metrics).
+  std::size_t queued() const noexcept;
 
  private:
   void thread_main() noexcept;

@@ -223,12 +223,30 @@ void Scheduler::schedule(TaskRecord* f) noexcept {
   }
 }
 
-void Scheduler::schedule_spawn(TaskRecord* f) noexcept {
+void Scheduler::schedule_spawn(TaskRecord* f) noexcept { push_ready(f, true); }
+
+void Scheduler::task_finished() noexcept {
+  if (Worker* w = tls_worker; w != nullptr && w->sched == this) {
+    bump(w->finishes);
+  } else {
+    foreign_finishes_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void Scheduler::push_ready(TaskRecord* f, bool spawn) noexcept {
   Worker* w = tls_worker;
   if (det_ || w == nullptr || w->sched != this) {
+    if (spawn) {
+      if (w != nullptr && w->sched == this) {
+        bump(w->spawns);  // the deterministic executor's one worker
+      } else {
+        foreign_spawns_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
     schedule(f);
     return;
   }
+  if (spawn) bump(w->spawns);
   if (w->driving) {
     schedule(f);
     return;
@@ -261,7 +279,8 @@ void Scheduler::schedule_yield(TaskRecord* f) noexcept {
       f->flags += TaskRecord::kSoftPinYield;
     }
   }
-  schedule_spawn(f);
+  if (Worker* w = tls_worker; w != nullptr && w->sched == this) bump(w->yields);
+  push_ready(f, false);
 }
 
 void Scheduler::schedule_batch(TaskBatch& batch) noexcept {
@@ -328,6 +347,7 @@ TaskRecord* Scheduler::from_injector(Worker& w) noexcept {
   std::size_t want = std::min<std::size_t>(injector_.size() / n + 1, w.local.capacity() / 2);
   TaskBatch b = injector_.pop(want);
   if (b.empty()) return nullptr;
+  bump(w.injector_pulls);
   TaskRecord* first = b.head;
   for (TaskRecord* f = first->next; f != nullptr;) {
     TaskRecord* next = f->next;
@@ -344,13 +364,17 @@ TaskRecord* Scheduler::next_local(Worker& w) noexcept {
     driver_.fire_timers();  // busy workers keep timers firing while nobody drives
     driver_.poll_io_now();  // ... and I/O events flowing
     TaskBatch b = injector_.pop(1);
-    if (!b.empty()) return b.head;
+    if (!b.empty()) {
+      bump(w.injector_pulls);
+      return b.head;
+    }
   }
   if (w.lifo != nullptr) {
     TaskRecord* f = w.lifo;
     w.lifo = nullptr;
     if (w.lifo_streak < 3) {
       ++w.lifo_streak;
+      bump(w.lifo_hits);
       return f;
     }
     push_local(w, f);
@@ -374,7 +398,10 @@ TaskRecord* Scheduler::search(Worker& w) noexcept {
   for (std::size_t i = 0; i < n; ++i) {
     Worker& victim = *workers_[(start + i) % n];
     if (&victim == &w) continue;
-    if (TaskRecord* f = victim.local.steal_into(w.local)) return f;
+    if (TaskRecord* f = victim.local.steal_into(w.local)) {
+      bump(w.steals);
+      return f;
+    }
   }
   return from_injector(w);
 }
@@ -408,6 +435,7 @@ void Scheduler::park(Worker& w) noexcept {
     return;
   }
   w.driving = true;  // if this park turns into a drive, what it wakes gathers in w.woke
+  bump(w.parks);
   w.parker.park(driver_);
   w.driving = false;
   w.searching = idle_.unpark(w.index);
@@ -433,7 +461,7 @@ void Scheduler::run_task(Worker& w, TaskRecord* f) noexcept {
   f->budget = kBudget;
   f->worker = w.slot;
   if ((f->flags & TaskRecord::kSoftPinPolls) != 0) w.pinned_poll_start = to_ns(Clock::now());
-  w.polls.store(w.polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // only w writes it
+  bump(w.polls);
   f->resume.resume();
   tls_record = nullptr;
 }
@@ -469,6 +497,7 @@ void Scheduler::worker_main(Worker& w) noexcept {
 
 void schedule(TaskRecord* f) noexcept { f->sched->schedule(f); }
 void schedule_spawn(TaskRecord* f) noexcept { f->sched->schedule_spawn(f); }
+void task_finished(TaskRecord& f) noexcept { f.sched->task_finished(); }
 void schedule_yield(TaskRecord* f) noexcept { f->sched->schedule_yield(f); }
 
 void yield_from(TaskRecord* f, std::coroutine_handle<> h, const void* /*awaiter: see the header*/) noexcept {

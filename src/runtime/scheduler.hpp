@@ -46,10 +46,19 @@ struct Worker {
   TaskBatch woke;
   std::minstd_rand rng;
   Parker parker;
+  // Counters for metrics, written only by this worker (bump()), read by
+  // any thread: no shared cache line is written per event.
   shim::atomic<std::uint64_t> polls{0};
+  shim::atomic<std::uint64_t> spawns{0}, finishes{0}, steals{0}, injector_pulls{0}, lifo_hits{0}, yields{0},
+      parks{0};
   shim::atomic<int> activity{0};  // 0 running, 1 searching, 2 parked (for dumps)
   shim::thread thread;
 };
+
+/// Adds `n` to a counter only its owner writes (no locked RMW).
+inline void bump(shim::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
 
 /// Wake-ups the runtime has made, for tests and dumps (relaxed counts).
 struct WakeCounts {
@@ -97,6 +106,9 @@ class Scheduler {
   void report_suppressed(const std::exception_ptr& e) noexcept;
   void dump(std::ostream& out) const;
   void dump_tasks(std::ostream& out) const;
+  RuntimeMetrics metrics() const;
+  /// A spawned task finished (counted on the finishing worker).
+  void task_finished() noexcept;
   int dump_signal() const noexcept { return options_.dump_signal; }
 
   Driver& driver() noexcept { return driver_; }
@@ -131,8 +143,11 @@ class Scheduler {
   void root_sleep(std::uint32_t gen, const std::chrono::nanoseconds* timeout) noexcept;
   void left_park() noexcept;
   void dump_tree(std::ostream& out) const;
+  void push_ready(TaskRecord* f, bool spawn) noexcept;
   void dump_node(std::ostream& out, CancelNode* n, int depth) const;
 
+  // Spawns and finishes off the workers (block_on's root, a foreign thread).
+  shim::atomic<std::uint64_t> foreign_spawns_{0}, foreign_finishes_{0};
   RuntimeOptions options_;
   Driver driver_;
   std::unique_ptr<DeterministicExecutor> det_;  // null: the work-stealing pool

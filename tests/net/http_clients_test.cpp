@@ -204,6 +204,35 @@ for _ in range(3):
   });
 }
 
+SHOAL_TEST(HttpClients, PythonReadsTheExamplesMetricsInThePrometheusTextFormat) {
+  if (!have("python3")) co_return;
+  co_await with_server({}, hello::Handler{}, [](std::string addr) -> Task<void> {
+    // Every line is a HELP, a TYPE or a sample of the type declared before
+    // it (text format 0.0.4); counters end in _total; this request was a
+    // task step, so some worker has polled.
+    const Ran r = co_await python(addr, R"PY(
+import sys, re, http.client
+c = http.client.HTTPConnection(sys.argv[1], int(sys.argv[2]), timeout=30)
+c.request('GET', '/metrics')
+resp = c.getresponse(); text = resp.read().decode()
+types, polls, bad = {}, 0, []
+for line in text.splitlines():
+    m = re.fullmatch(r'# (HELP|TYPE) ([a-z_]+) (.+)', line)
+    if m:
+        if m[1] == 'TYPE':
+            types[m[2]] = m[3]
+            if m[3] not in ('counter', 'gauge') or (m[3] == 'counter') != m[2].endswith('_total'): bad.append(line)
+        continue
+    m = re.fullmatch(r'([a-z_]+)(\{worker="[0-9]+"\})? ([0-9]+)', line)
+    if not m or m[1] not in types: bad.append(line); continue
+    if m[1] == 'shoal_worker_polls_total': polls += int(m[3])
+print(resp.status, resp.getheader('Content-Type'), 'shoal_tasks_live' in types, polls > 0, bad)
+)PY");
+    EXPECT_TRUE(r.status.success()) << r.status.to_string() << ": " << r.err;
+    EXPECT_EQ(r.out, "200 text/plain; version=0.0.4 True True []\n") << r.err;
+  });
+}
+
 SHOAL_TEST(HttpClients, PythonWithoutAHostOrWithTwoGets400) {
   if (!have("python3")) co_return;
   co_await with_server({}, hello::Handler{}, [](std::string addr) -> Task<void> {

@@ -101,6 +101,7 @@ class ChildGroup : public TaskOwner {
   /// outside cancellation surfaces at the join even if the body finished.
   enum class End : std::uint8_t { value, cancelled, fault };
   End child_ended(TaskRecord& f, const std::exception_ptr& error) noexcept {
+    task_finished(f);
     if ((f.flags & TaskRecord::kLinked) != 0) node_.remove_record(&f);
     if (!error) return End::value;
     if (!is_cancelled_exception(error)) return End::fault;

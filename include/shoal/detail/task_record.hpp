@@ -187,6 +187,8 @@ inline void end_soft_pin(TaskRecord* f) noexcept {
 void schedule(TaskRecord* f) noexcept;
 /// A new child: to the back of the local queue (or the injector off-worker).
 void schedule_spawn(TaskRecord* f) noexcept;
+/// A spawned task is done (for RuntimeMetrics::tasks_live).
+void task_finished(TaskRecord& f) noexcept;
 /// A yield: to the back of the local queue, behind what is ready.
 void schedule_yield(TaskRecord* f) noexcept;
 

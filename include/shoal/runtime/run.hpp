@@ -11,6 +11,9 @@
 #include <mutex>
 #include <optional>
 #include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "shoal/detail/child_group.hpp"
 #include "shoal/runtime/errors.hpp"
@@ -72,6 +75,42 @@ struct RuntimeOptions {
     return o;
   }
 };
+
+/// One worker's counters in a RuntimeMetrics snapshot. Counts run from the
+/// runtime's start and only grow.
+struct WorkerMetrics {
+  std::uint64_t polls = 0;           ///< Task steps run (resumes until the next suspension).
+  std::uint64_t spawns = 0;          ///< Tasks spawned from this worker.
+  std::uint64_t steals = 0;          ///< Steals from another worker's queue that found work.
+  std::uint64_t injector_pulls = 0;  ///< Batches taken from the shared (injector) queue.
+  std::uint64_t lifo_hits = 0;       ///< Woken tasks run next, from the LIFO slot.
+  std::uint64_t yields = 0;          ///< Yields: a spent budget or a checkpoint.
+  std::uint64_t parks = 0;           ///< Times it slept (on a futex or in the I/O driver).
+  std::size_t local_queue = 0;       ///< Tasks in its queue at the snapshot.
+};
+
+/// A snapshot of a runtime's counters: Runtime::metrics(), or
+/// this_task::runtime_metrics() from a task. Taking one reads each worker's
+/// counters (written only by that worker, so nothing is counted on a
+/// shared cache line) and walks the scope tree; it never stops a worker.
+/// Figures taken while tasks run are each exact but not from one instant.
+struct RuntimeMetrics {
+  std::vector<WorkerMetrics> workers;  ///< One per worker thread.
+  std::uint64_t tasks_spawned = 0;     ///< Tasks spawned so far, root tasks included.
+  std::uint64_t tasks_live = 0;        ///< Spawned and not finished.
+  std::size_t scopes_live = 0;         ///< Scopes, cancel scopes and timeouts open now.
+  std::size_t injector_queue = 0;      ///< Tasks in the shared queue.
+  std::uint64_t io_events = 0;         ///< Readiness events the reactor handed to tasks.
+  std::uint64_t timers_fired = 0;      ///< Timers fired (sleeps, deadlines, idle limits).
+  std::size_t timers_pending = 0;      ///< Timers armed now.
+  std::size_t blocking_threads = 0;    ///< spawn_blocking threads alive (busy or idle).
+  std::size_t blocking_queue = 0;      ///< spawn_blocking jobs waiting for a thread.
+};
+
+/// `m` in the Prometheus text format (version 0.0.4), every name starting
+/// with `prefix` ("shoal_tasks_live", "shoal_worker_polls_total{worker="0"}"),
+/// for an HTTP `/metrics` endpoint. Allocation: the returned string.
+std::string to_prometheus(const RuntimeMetrics& m, std::string_view prefix = "shoal");
 
 /// Parses a `SHOAL_THREADS` value. Throws std::invalid_argument naming the
 /// variable and the accepted range (1..1024) for anything else.
@@ -161,6 +200,9 @@ class Runtime {
   /// waited is not listed yet. Best effort and safe from any thread at any
   /// time: a scope whose lock is held is reported as such, not waited for.
   void dump_tasks(std::ostream& out) const;
+  /// A snapshot of this runtime's counters (see RuntimeMetrics). Any thread.
+  RuntimeMetrics metrics() const;
+
   /// Writes worker state, then dump_tasks (for watchdogs and debugging).
   void dump_state(std::ostream& out) const;
   /// Dumps every live runtime (used by the test watchdog).
@@ -193,6 +235,9 @@ namespace this_task {
 /// Thread-safety: from a task. Throws: std::logic_error outside a task;
 /// std::bad_alloc.
 void set_name(std::string_view name);
+/// Runtime::metrics() of the runtime the calling task runs on (e.g. for a
+/// `/metrics` handler). Throws: std::logic_error outside a task.
+RuntimeMetrics runtime_metrics();
 }  // namespace this_task
 
 }  // namespace shoal

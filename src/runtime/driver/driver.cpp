@@ -131,6 +131,7 @@ void Driver::reclaim_io() noexcept {
 }
 
 void Driver::dispatch_io(const io::Event* events, std::size_t n) noexcept {
+  io_events_.store(io_events_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // lock holder only
   TaskBatch batch;
   for (std::size_t i = 0; i < n; ++i) {
     auto* s = static_cast<IoSource*>(events[i].token);
@@ -178,7 +179,10 @@ TimerInsert Driver::add_timer(TimerEntry* e, const TaskRecord* unless) noexcept 
 
 bool Driver::fire_timers() noexcept {
   if (timers_.next_deadline() == TimerQueue::kNever) return false;
-  return timers_.fire_due(now_ns()) != 0;
+  const std::size_t fired = timers_.fire_due(now_ns());
+  if (fired == 0) return false;
+  timers_fired_.fetch_add(fired, std::memory_order_relaxed);
+  return true;
 }
 
 bool Driver::advance_manual_clock() noexcept {

@@ -77,6 +77,9 @@ class Driver {
   bool fire_timers() noexcept;
   std::int64_t next_deadline() const noexcept { return timers_.next_deadline(); }
   std::size_t timer_count() const noexcept { return timers_.size(); }
+  /// For metrics: readiness events handed on, and timers fired, so far.
+  std::uint64_t io_events() const noexcept { return io_events_.load(std::memory_order_relaxed); }
+  std::uint64_t timers_fired() const noexcept { return timers_fired_.load(std::memory_order_relaxed); }
 
   // The clock: the runtime's time in ns (the manual clock's, if it has one).
   std::int64_t now_ns() const noexcept {
@@ -103,6 +106,8 @@ class Driver {
   shim::atomic<bool> busy_{false};
   shim::atomic<std::uint64_t> turns_{0};
   shim::atomic<std::uint64_t> wakes_{0};
+  shim::atomic<std::uint64_t> io_events_{0};     // written under the driver's lock only
+  shim::atomic<std::uint64_t> timers_fired_{0};
   // -1: nobody sleeps in the driver; else the deadline it sleeps until.
   shim::atomic<std::int64_t> sleep_until_{-1};
   TimerQueue timers_;
