@@ -70,19 +70,34 @@ std::string readable_callable(std::string_view name) {
   return s;
 }
 
-void write_label(std::ostream& out, const TaskRecord* f) {
+}  // namespace
+
+TaskLabel TaskLabel::of(const TaskRecord& f) {
+  TaskLabel l;
+  l.name = f.name != nullptr ? f.name : "";
+  l.origin = f.origin;
+  l.line = f.origin_line;
+  l.root = f.origin == nullptr && f.home != nullptr && f.home->parent == nullptr && f.home->body == nullptr;
+  return l;
+}
+
+void write_label(std::ostream& out, const TaskLabel& l) {
   out << "task";
-  if (f->name != nullptr) out << " \"" << f->name << '"';
-  if (f->origin == nullptr) {
-    if (f->owner != nullptr && f->home != nullptr && f->home->parent == nullptr && f->home->body == nullptr) {
-      out << " (a root task: run or block_on)";
-    }
-  } else if (f->origin_line != 0) {
-    out << " (spawned at " << f->origin << ':' << f->origin_line << ')';
+  if (!l.name.empty()) out << " \"" << l.name << '"';
+  if (l.origin == nullptr) {
+    if (l.root) out << " (a root task: run or block_on)";
+  } else if (l.line != 0) {
+    out << " (spawned at " << l.origin << ':' << l.line << ')';
   } else {
-    out << " (spawned callable " << readable_callable(callable_name(f->origin)) << ')';
+    out << " (spawned callable " << readable_callable(callable_name(l.origin)) << ')';
   }
 }
+
+namespace {
+
+void write_label(std::ostream& out, const TaskRecord* f) { write_label(out, TaskLabel::of(*f)); }
+
+}  // namespace
 
 void write_duration(std::ostream& out, std::uint32_t ms) {
   char buf[32];
@@ -97,6 +112,8 @@ void write_duration(std::ostream& out, std::uint32_t ms) {
   }
   out << buf;
 }
+
+namespace {
 
 /// One task's line: its label, then what it waits on or that it runs.
 /// Called under the lock of the node whose list holds `f`, which keeps the

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -41,6 +42,11 @@ RuntimeOptions normalize(RuntimeOptions o) {
   } else if (o.workers > 1024) {
     throw std::invalid_argument("shoal: RuntimeOptions::workers = " + std::to_string(o.workers) +
                                 " is out of range (expected 1..1024)");
+  }
+  if (o.long_poll_warning.count() < 0 || o.long_poll_warning > std::chrono::hours(24)) {
+    throw std::invalid_argument("shoal: RuntimeOptions::long_poll_warning = " +
+                                std::to_string(o.long_poll_warning.count()) +
+                                " ms is out of range (expected 0, off, to 24 h)");
   }
   if (o.dump_signal != 0) {
     if (o.dump_signal < 1 || o.dump_signal >= NSIG || o.dump_signal == SIGKILL || o.dump_signal == SIGSTOP) {

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -69,6 +70,7 @@ Scheduler::Scheduler(RuntimeOptions options)
       driver_(*this, options_.manual_clock, options_.workers + 1),
       idle_(options_.workers) {
   if (options_.deterministic_seed) det_ = std::make_unique<DeterministicExecutor>(*options_.deterministic_seed);
+  long_poll_ms_ = static_cast<std::uint32_t>(options_.long_poll_warning.count());
   // One worker has nobody to hand the driver to (see watch.cpp).
   watch_enabled_ = !det_ && options_.workers > 1;
   try {
@@ -456,7 +458,9 @@ void Scheduler::run_woken(Worker& w) noexcept {
   if (more) notify_parked();
 }
 
-void Scheduler::run_task(Worker& w, TaskRecord* f) noexcept {
+namespace {
+/// One step of `f` on `w`: from its resume to its next suspension.
+inline void step(Worker& w, TaskRecord* f) noexcept {
   tls_record = f;
   f->budget = kBudget;
   f->worker = w.slot;
@@ -464,6 +468,43 @@ void Scheduler::run_task(Worker& w, TaskRecord* f) noexcept {
   bump(w.polls);
   f->resume.resume();
   tls_record = nullptr;
+}
+}  // namespace
+
+void Scheduler::run_task(Worker& w, TaskRecord* f) noexcept {
+  if (long_poll_ms_ != 0) [[unlikely]] {
+    run_task_timed(w, f);
+    return;
+  }
+  step(w, f);
+}
+
+// The step is timed on the coarse clock (a few ns a read, ticks of 1-4 ms)
+// and reported when it ends, by the worker itself, from a label copied as it
+// started: once the step is over the task may be gone (finished, or woken
+// and finished on another worker), and nothing else reads the copy. A step
+// that never ends is what the task dump (dump_signal) is for.
+void Scheduler::run_task_timed(Worker& w, TaskRecord* f) noexcept {
+  try {
+    w.step_label = TaskLabel::of(*f);
+  } catch (...) {  // out of memory for the name: report without it
+    w.step_label.name.clear();
+  }
+  const std::uint32_t start = wait_clock_ms();
+  step(w, f);
+  const std::uint32_t ran = wait_clock_ms() - start;
+  if (ran < long_poll_ms_) return;
+  try {
+    std::ostringstream line;
+    line << "shoal: a task step ran ";
+    write_duration(line, ran);
+    line << " without yielding on worker " << w.index << ": ";
+    write_label(line, w.step_label);
+    line << "; other tasks on that worker waited meanwhile (RuntimeOptions::long_poll_warning)\n";
+    const std::string text = line.str();
+    std::fwrite(text.data(), 1, text.size(), stderr);
+  } catch (...) {
+  }
 }
 
 void Scheduler::worker_main(Worker& w) noexcept {

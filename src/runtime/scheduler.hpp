@@ -13,6 +13,7 @@
 #include <mutex>
 #include <ostream>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -29,6 +30,20 @@
 
 namespace shoal::detail {
 
+/// What a dump or a warning says to name a task: a copy, so it can be
+/// printed after the task is gone.
+struct TaskLabel {
+  std::string name;
+  const char* origin = nullptr;  // static text (see TaskRecord::origin)
+  std::uint32_t line = 0;
+  bool root = false;
+  static TaskLabel of(const TaskRecord& f);
+};
+/// `task "name" (spawned at file:line)` and the like (dump.cpp).
+void write_label(std::ostream& out, const TaskLabel& l);
+/// "12 ms", "3.4 s", "2.0 min", "1.5 h".
+void write_duration(std::ostream& out, std::uint32_t ms);
+
 struct Worker {
   Scheduler* sched = nullptr;
   std::size_t index = 0;
@@ -44,11 +59,12 @@ struct Worker {
   // here, so the worker can run one itself and wake a sleeper only for more.
   bool driving = false;
   TaskBatch woke;
+  TaskLabel step_label;  // RuntimeOptions::long_poll_warning: the running task's, copied as its step starts
   std::minstd_rand rng;
   Parker parker;
   // Counters for metrics, written only by this worker (bump()), read by
-  // any thread: no shared cache line is written per event.
-  shim::atomic<std::uint64_t> polls{0};
+  // any thread; on a line of their own (others write the parker's state).
+  alignas(64) shim::atomic<std::uint64_t> polls{0};
   shim::atomic<std::uint64_t> spawns{0}, finishes{0}, steals{0}, injector_pulls{0}, lifo_hits{0}, yields{0},
       parks{0};
   shim::atomic<int> activity{0};  // 0 running, 1 searching, 2 parked (for dumps)
@@ -122,6 +138,8 @@ class Scheduler {
 
   /// Runs `f` on `w` until it suspends (the deterministic executor too).
   void run_task(Worker& w, TaskRecord* f) noexcept;
+  /// run_task with the long-poll warning's timing around the step.
+  void run_task_timed(Worker& w, TaskRecord* f) noexcept;
   bool shutting_down() const noexcept { return shutdown_.load(std::memory_order_acquire); }
 
  private:
@@ -149,6 +167,7 @@ class Scheduler {
   // Spawns and finishes off the workers (block_on's root, a foreign thread).
   shim::atomic<std::uint64_t> foreign_spawns_{0}, foreign_finishes_{0};
   RuntimeOptions options_;
+  std::uint32_t long_poll_ms_ = 0;  // RuntimeOptions::long_poll_warning; 0: off
   Driver driver_;
   std::unique_ptr<DeterministicExecutor> det_;  // null: the work-stealing pool
   std::vector<std::unique_ptr<Worker>> workers_;

@@ -234,3 +234,68 @@ TEST(TaskDump, DumpsWhileTasksWakeWaitAndFinishAreSafe) {
 }
 
 }  // namespace
+
+namespace {
+
+void spin_for(std::chrono::milliseconds d) {
+  const auto until = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+// The task finishes inside its long step: the warning is written after its
+// record is gone, from the label copied when the step began (ASan checks).
+TEST(LongPoll, AStepOverTheThresholdIsReportedWithTheTasksNameAndSpawnSite) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "LongPoll");
+  RuntimeOptions opts = RuntimeOptions::with_workers(2);
+  opts.long_poll_warning = 20ms;
+  Runtime rt(std::move(opts));
+  int line = 0;
+  ::testing::internal::CaptureStderr();
+  rt.block_on(shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn(shoal::named("cruncher"), []() -> Task<void> { spin_for(60ms); co_return; }); line = __LINE__;
+    co_return;
+  }));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(std::regex_search(err, std::regex("shoal: a task step ran [0-9]+ ms without yielding on worker [01]: "
+                                                "task \"cruncher\" \\(spawned at [^\n]*task_dump_test.cpp:" +
+                                                std::to_string(line) + "\\); other tasks")))
+      << err;
+  EXPECT_EQ(count(err, "a task step ran"), 1u) << err;
+}
+
+TEST(LongPoll, StepsUnderTheThresholdAreNotReported) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "LongPoll");
+  RuntimeOptions opts = RuntimeOptions::with_workers(2);
+  opts.long_poll_warning = std::chrono::seconds(5);
+  Runtime rt(std::move(opts));
+  ::testing::internal::CaptureStderr();
+  rt.block_on(shoal::scope([&](Scope& s) -> Task<void> {
+    for (int i = 0; i < 100; ++i) {
+      s.spawn([]() -> Task<void> {
+        co_await shoal::checkpoint();
+        spin_for(1ms);
+      });
+    }
+    co_return;
+  }));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("a task step ran"), std::string::npos) << err;
+}
+
+TEST(LongPoll, AThresholdOutOfRangeIsRefusedByName) {
+  RuntimeOptions opts;
+  opts.long_poll_warning = -1ms;
+  EXPECT_THROW(
+      {
+        try {
+          Runtime rt(std::move(opts));
+        } catch (const std::invalid_argument& e) {
+          EXPECT_TRUE(contains(e.what(), "RuntimeOptions::long_poll_warning = -1 ms")) << e.what();
+          throw;
+        }
+      },
+      std::invalid_argument);
+}
+
+}  // namespace

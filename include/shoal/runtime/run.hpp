@@ -2,6 +2,7 @@
 // run a root task on them.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -53,6 +54,14 @@ struct RuntimeOptions {
   /// with shoal::signal::wait. The constructor throws std::invalid_argument
   /// for a number that is not a catchable signal.
   int dump_signal = 0;
+  /// Off (0) by default. When set, a task step (from a resume to the task's
+  /// next suspension) that ran at least this long writes one line to stderr
+  /// as it ends: how long, the worker, and the task's name and spawn site.
+  /// Such a step holds up every other task on its worker (I/O and timers
+  /// included, on one worker). Timed on the coarse clock (ticks of 1-4 ms),
+  /// two reads per step while on. The constructor throws
+  /// std::invalid_argument for a negative value or one over 24 hours.
+  std::chrono::milliseconds long_poll_warning{0};
 
   // Shorthands (g++ warns about designated initializers that omit members).
   /// Default options with `n` workers (0: the default count, as for `workers`).
