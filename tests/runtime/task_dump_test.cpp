@@ -10,10 +10,10 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
-#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "support/test_support.hpp"
@@ -41,6 +41,32 @@ std::string dump_when(const Runtime& rt, const std::function<bool(const std::str
     std::this_thread::sleep_for(1ms);
   } while (std::chrono::steady_clock::now() < deadline);
   return text;
+}
+
+// A small pattern match instead of std::regex (g++ 12 warns inside
+// <regex> at -O1 with sanitizers): `*` is any run of characters within a
+// line, `#` one or more digits; everything else is literal. True if the
+// pattern matches anywhere in `text`.
+bool match_here(std::string_view t, std::string_view p) {
+  if (p.empty()) return true;
+  if (p[0] == '*') {
+    for (std::size_t i = 0;; ++i) {
+      if (match_here(t.substr(i), p.substr(1))) return true;
+      if (i == t.size() || t[i] == '\n') return false;
+    }
+  }
+  if (p[0] == '#') {
+    std::size_t i = 0;
+    while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i;
+    return i > 0 && match_here(t.substr(i), p.substr(1));
+  }
+  return !t.empty() && t[0] == p[0] && match_here(t.substr(1), p.substr(1));
+}
+bool matches(const std::string& text, const std::string& pattern) {
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    if (match_here(std::string_view(text).substr(i), pattern)) return true;
+  }
+  return false;
 }
 
 std::size_t count(const std::string& s, const std::string& part) {
@@ -81,14 +107,14 @@ TEST(TaskDump, ShowsEachTasksNameSpawnSiteAndWhatItWaitsOn) {
   // Named, with the place of the named() call.
   EXPECT_TRUE(contains(dump, "task \"reader\" (spawned at " + std::string(__FILE__) + ":" +
                                  std::to_string(named_line) + "): waiting "));
-  EXPECT_TRUE(std::regex_search(dump, std::regex("\"reader\"[^\n]*: waiting [0-9]+ ms on shoal::Channel::recv\n")));
+  EXPECT_TRUE(matches(dump, "\"reader\"*: waiting # ms on shoal::Channel::recv\n"));
   // A Task spawned without a name: the spawn call's file and line.
-  EXPECT_TRUE(std::regex_search(dump, std::regex("task \\(spawned at [^\n]*task_dump_test.cpp:" +
-                                                 std::to_string(sleeper_line) + "\\): waiting [0-9]+ ms on shoal::sleep")));
+  EXPECT_TRUE(matches(dump, "task (spawned at *task_dump_test.cpp:" + std::to_string(sleeper_line) +
+                                "): waiting # ms on shoal::sleep"));
   // A spawned callable: its type. It opened a scope whose body (which runs
   // on the same task) waits on the event.
-  EXPECT_TRUE(std::regex_search(dump, std::regex("task \\(spawned callable [^\n]*lambda[^\n]*\\): waiting [0-9]+ ms on shoal::Event::wait")));
-  EXPECT_TRUE(std::regex_search(dump, std::regex("\n      scope, the body of task \\(spawned callable [^\n]*lambda")));
+  EXPECT_TRUE(matches(dump, "task (spawned callable *lambda*): waiting # ms on shoal::Event::wait"));
+  EXPECT_TRUE(matches(dump, "\n      scope, the body of task (spawned callable *lambda"));
   EXPECT_FALSE(contains(dump, ".Frame*")) << "the compiler's coroutine-frame parameter is left out of a callable's name";
   // The root task (block_on's) runs the outer scope's body.
   EXPECT_TRUE(contains(dump, "\n    task (a root task: run or block_on): waiting "));
@@ -177,7 +203,7 @@ TEST(TaskDump, TheDumpSignalWritesTheTreeToStderr) {
   ::close(saved);
   ::close(file);
   ::unlink(path);
-  EXPECT_TRUE(std::regex_search(text, std::regex("task \"stuck\" \\(spawned at [^\n]*: waiting [0-9]+ ms on shoal::Event::wait")))
+  EXPECT_TRUE(matches(text, "task \"stuck\" (spawned at *: waiting # ms on shoal::Event::wait"))
       << text;
 }
 
@@ -257,9 +283,8 @@ TEST(LongPoll, AStepOverTheThresholdIsReportedWithTheTasksNameAndSpawnSite) {
     co_return;
   }));
   const std::string err = ::testing::internal::GetCapturedStderr();
-  EXPECT_TRUE(std::regex_search(err, std::regex("shoal: a task step ran [0-9]+ ms without yielding on worker [01]: "
-                                                "task \"cruncher\" \\(spawned at [^\n]*task_dump_test.cpp:" +
-                                                std::to_string(line) + "\\); other tasks")))
+  EXPECT_TRUE(matches(err, "shoal: a task step ran # ms without yielding on worker #: task \"cruncher\" (spawned at *task_dump_test.cpp:" +
+                               std::to_string(line) + "); other tasks"))
       << err;
   EXPECT_EQ(count(err, "a task step ran"), 1u) << err;
 }
