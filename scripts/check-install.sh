@@ -1,35 +1,74 @@
 #!/usr/bin/env bash
-# Installs a build tree into a scratch prefix, then builds consumers with
-# find_package(shoal) (shoal::shoal, shoal::testing, shoal::tls) and with
-# pkg-config (shoal, shoal-tls), and runs them.
-#   scripts/check-install.sh [build dir]   (default build/release: the static library)
-# For a shared build (-DBUILD_SHARED_LIBS=ON) it also checks the soname, that
-# the consumers load the installed libshoal.so, and that the library exports
-# shoal's own symbols only.
+# Installs shoal and builds consumers against it: find_package(shoal)
+# (shoal::shoal, shoal::testing, shoal::tls) and pkg-config (shoal,
+# shoal-tls), then runs them.
+#   scripts/check-install.sh [build dir]         into a scratch prefix (default build/release)
+#   scripts/check-install.sh --deb [build dir]   the Debian package: CPack builds it, dpkg
+#                                                installs it into /usr (root), the consumers
+#                                                find it with no search path, dpkg removes it
+# It also checks that the package asks for C++20 without forcing it: the
+# pkg-config consumer builds at -std=c++20 and at a later standard, and a
+# build at -std=c++17 stops with shoal's own message. For a shared build
+# (-DBUILD_SHARED_LIBS=ON) it checks the soname, that the consumers load the
+# installed libshoal.so, and that the library exports shoal's own symbols only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+deb=0
+if [[ ${1:-} == --deb ]]; then deb=1; shift; fi
 build=${1:-build/release}
-prefix=$(mktemp -d)
-trap 'rm -rf "$prefix"' EXIT
-cmake --install "$build" --prefix "$prefix" >/dev/null
-libdir=$prefix/lib
-[[ -d $libdir ]] || libdir=$(dirname "$(find "$prefix" -name 'libshoal.*' | head -1)")
-cmake -S tests/install -B "$prefix/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
-cmake --build "$prefix/consumer" >/dev/null
-"$prefix/consumer/consumer"
-"$prefix/consumer/testing_consumer"
-"$prefix/consumer/tls_consumer"
-export PKG_CONFIG_PATH=$libdir/pkgconfig
-g++ tests/install/main.cpp -o "$prefix/pc_consumer" $(pkg-config --cflags --libs shoal)
-g++ tests/install/tls_main.cpp -o "$prefix/pc_tls_consumer" $(pkg-config --cflags --libs shoal-tls)
-LD_LIBRARY_PATH=$libdir "$prefix/pc_consumer"
-LD_LIBRARY_PATH=$libdir "$prefix/pc_tls_consumer"
+work=$(mktemp -d)
+cleanup() {
+  if ((deb)) && dpkg -s libshoal-dev >/dev/null 2>&1; then dpkg -r libshoal-dev >/dev/null; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+if ((deb)); then
+  [[ $(id -u) == 0 ]] || { echo "check-install --deb: installing a package needs root" >&2; exit 1; }
+  if dpkg -s libshoal-dev >/dev/null 2>&1; then
+    echo "check-install --deb: libshoal-dev is already installed; remove it first (dpkg -r libshoal-dev)" >&2
+    exit 1
+  fi
+  (cd "$build" && cpack -G DEB -B "$work/deb" >/dev/null)
+  package=$(ls "$work"/deb/libshoal-dev_*.deb)
+  echo "built $(basename "$package"): $(dpkg-deb -f "$package" Version), depends: $(dpkg-deb -f "$package" Depends)"
+  dpkg -i "$package" >/dev/null
+  libdir=/usr/$(dpkg -L libshoal-dev | sed -n 's|^/usr/\(.*\)/libshoal\.[as].*|\1|p' | head -1)
+  find_args=(-DCMAKE_CXX_STANDARD=23)  # a consumer on a later standard than shoal's minimum
+else
+  prefix=$work/prefix
+  cmake --install "$build" --prefix "$prefix" >/dev/null
+  libdir=$(dirname "$(find "$prefix" -name 'libshoal.*' | head -1)")
+  find_args=(-DCMAKE_PREFIX_PATH="$prefix")
+  export PKG_CONFIG_PATH=$libdir/pkgconfig
+fi
+
+cmake -S tests/install -B "$work/consumer" -G Ninja "${find_args[@]}" >/dev/null
+cmake --build "$work/consumer" >/dev/null
+run() { LD_LIBRARY_PATH=$libdir "$@"; }
+run "$work/consumer/consumer"
+run "$work/consumer/testing_consumer"
+run "$work/consumer/tls_consumer"
+
+for std in c++20 c++2b; do
+  g++ -std=$std tests/install/main.cpp -o "$work/pc_consumer" $(pkg-config --cflags --libs shoal)
+  run "$work/pc_consumer"
+done
+g++ -std=c++20 tests/install/tls_main.cpp -o "$work/pc_tls_consumer" $(pkg-config --cflags --libs shoal-tls)
+run "$work/pc_tls_consumer"
+if g++ -std=c++17 -fsyntax-only tests/install/main.cpp $(pkg-config --cflags shoal) >"$work/cxx17.txt" 2>&1 ||
+    ! grep -q "shoal needs C++20 or later" "$work/cxx17.txt"; then
+  echo "check-install: a -std=c++17 build did not stop with shoal's C++20 message:" >&2
+  head -5 "$work/cxx17.txt" >&2
+  exit 1
+fi
+echo "a -std=c++17 consumer stops with: $(grep -o 'shoal needs C++20[^"]*' "$work/cxx17.txt" | head -1)"
 
 if [[ -e $libdir/libshoal.so ]] && ! [[ -e $libdir/libshoal.a ]]; then
   soname=$(readelf -d "$libdir/libshoal.so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
   [[ $soname == libshoal.so.[0-9]*.[0-9]* ]] || { echo "check-install: libshoal.so's soname is '$soname', not libshoal.so.MAJOR.MINOR" >&2; exit 1; }
-  ldd "$prefix/consumer/consumer" | grep -q "$libdir/$soname" ||
-    { echo "check-install: the consumer does not load the installed $soname" >&2; ldd "$prefix/consumer/consumer" >&2; exit 1; }
+  run ldd "$work/consumer/consumer" | grep -q "$libdir/$soname" ||
+    { echo "check-install: the consumer does not load the installed $soname" >&2; run ldd "$work/consumer/consumer" >&2; exit 1; }
   for lib in libshoal.so libshoal_tls.so; do
     foreign=$(nm -D --defined-only -C "$libdir/$lib" | awk '{ $1=""; $2=""; print }' | grep -v 'shoal::' || true)
     [[ -z $foreign ]] || { echo "check-install: $lib exports symbols that are not shoal's:" >&2; echo "$foreign" | head >&2; exit 1; }

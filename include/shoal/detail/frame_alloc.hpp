@@ -3,6 +3,8 @@
 // allocation and count live frames (shoal/testing/frame_hooks.hpp).
 #pragma once
 
+#include "shoal/version.hpp"
+
 #include <cstddef>
 #include <memory_resource>
 

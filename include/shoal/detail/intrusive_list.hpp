@@ -3,6 +3,8 @@
 // of any element, no allocation, and "is it queued" is one load.
 #pragma once
 
+#include "shoal/version.hpp"
+
 namespace shoal::detail {
 
 /// The links an element carries, one per list it can be in (`Tag` tells them

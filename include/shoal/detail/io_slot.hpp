@@ -3,6 +3,8 @@
 // reactor (src/io/io_source.hpp).
 #pragma once
 
+#include "shoal/version.hpp"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>

@@ -4,6 +4,8 @@
 // coroutine and no frame of its own.
 #pragma once
 
+#include "shoal/version.hpp"
+
 #include <coroutine>
 
 namespace shoal::detail {

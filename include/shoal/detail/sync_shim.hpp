@@ -2,6 +2,8 @@
 // swap these (see docs/reliability.md) the way Tokio swaps std for loom.
 #pragma once
 
+#include "shoal/version.hpp"
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>

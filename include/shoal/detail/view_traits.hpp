@@ -2,6 +2,8 @@
 // what task-set arguments and Cell values must not be.
 #pragma once
 
+#include "shoal/version.hpp"
+
 #include <cstddef>
 #include <functional>
 #include <span>

@@ -3,6 +3,8 @@
 // just the next call, and every view points into that buffer (no copies).
 #pragma once
 
+#include "shoal/version.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>

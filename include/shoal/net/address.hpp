@@ -2,6 +2,8 @@
 // name what was wrong.
 #pragma once
 
+#include "shoal/version.hpp"
+
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>

@@ -2,6 +2,8 @@
 // ordinary faults the runtime itself reports.
 #pragma once
 
+#include "shoal/version.hpp"
+
 #include <exception>
 #include <stdexcept>
 #include <string>

@@ -2,6 +2,8 @@
 // may decline to run their body (with_try_lock, with_lock_timeout).
 #pragma once
 
+#include "shoal/version.hpp"
+
 #include <stdexcept>
 #include <string>
 #include <type_traits>

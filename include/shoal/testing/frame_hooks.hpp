@@ -3,6 +3,8 @@
 // allocated through them while they are installed.
 #pragma once
 
+#include "shoal/version.hpp"
+
 #include <cstddef>
 
 namespace shoal::testing {

@@ -1,6 +1,8 @@
 // Reactor registrations, for leak checks.
 #pragma once
 
+#include "shoal/version.hpp"
+
 #include <cstddef>
 
 namespace shoal::testing {

@@ -2,6 +2,8 @@
 // suspension of a seeded run (cancel a scope there, fail a child there).
 #pragma once
 
+#include "shoal/version.hpp"
+
 namespace shoal::testing {
 
 /// Called by the deterministic executor after every task step (a resume
