@@ -5,7 +5,7 @@ set -uo pipefail
 cd "$(dirname "$0")"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-for src in defarg.cpp braced.cpp; do
+for src in defarg.cpp braced.cpp aggregate.cpp; do
   for cxx in g++ clang++; do
     bin=$out/${src%.cpp}.$cxx
     if ! err=$("$cxx" -std=c++20 -O1 -g -fsanitize=address "$src" -o "$bin" 2>&1); then

@@ -1,4 +1,4 @@
-// The sync library: Mutex, RwLock, Semaphore, Once and Cell (and their blocking forms for
+// The sync library: Mutex and RwLock (sync/mutex.hpp), Semaphore, Once and Cell (and their blocking forms for
 // plain threads). Scoped combinators only: no public lock or unlock.
 #pragma once
 

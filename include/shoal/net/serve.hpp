@@ -62,7 +62,8 @@ struct ServeOptions {
   /// A handler's fault (never a cancellation, an IdleTimeout, or the peer
   /// resetting the connection: ECONNRESET/EPIPE end a handler quietly).
   /// Default: one line on stderr.
-  /// Runs on the handler's task; must not throw.
+  /// Runs on the handler's task. It should not throw: what it throws is
+  /// reported on stderr and ignored.
   std::function<void(std::exception_ptr, const Address& peer)> on_handler_fault;
 };
 

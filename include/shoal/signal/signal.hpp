@@ -44,7 +44,8 @@ class SignalSet {
 /// Thread-safety: any task, on any runtime; several may wait at once (but
 ///   waits for different sets can race: one may drain a delivery another
 ///   wants just as that one goes back to sleep, and it then stays asleep
-///   until the next delivery; see wait_for in src/signal/signal.cpp).
+///   until the next delivery; one wait per process for all the signals it
+///   handles avoids this).
 /// Throws: std::invalid_argument (at the call) for an empty set, a number
 ///   out of range, or SIGKILL/SIGSTOP (which cannot be caught), naming it;
 ///   std::system_error if the pipe or handler cannot be set up; Cancelled.

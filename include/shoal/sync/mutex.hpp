@@ -120,8 +120,8 @@ auto with_try_lock(Mutex& m, F body) {
 }
 /// Waits at most `limit` for `m` (the body is not limited), then runs `body`
 /// holding it; else SyncError::Code::timed_out, body not run. Always a Task.
-/// A limit <= 0 always times out, even when `m` is free (the deadline's
-/// cancellation is seen before the try; blocking::with_lock_timeout tries first).
+/// A limit <= 0 does not wait: it takes `m` if it is free (one try, as
+/// blocking::with_lock_timeout does), else times out.
 /// Checkpoint: yes; when `m` is free it still yields once per budget.
 /// Cancellation: the body did not run and nothing is held.
 /// Thread-safety: any task; plain threads use blocking::with_lock_timeout.
