@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -219,34 +221,39 @@ TEST(TaskDump, ADumpSignalThatCannotBeCaughtIsRefusedByName) {
 }
 
 // Dumps race tasks that keep waking, waiting and finishing: every dump
-// completes and nothing is read after it is freed (ASan, TSan).
+// completes and nothing is read after it is freed (ASan, TSan). The tasks
+// keep going until the dumper has finished kMinDumps dumps, so the dumps
+// overlap them however fast either side runs.
 TEST(TaskDump, DumpsWhileTasksWakeWaitAndFinishAreSafe) {
   shoal::test::Watchdog dog(shoal::test::kWatchdog, "TaskDump");
   RuntimeOptions opts = RuntimeOptions::with_workers(2);
   opts.track_waits = true;
   Runtime rt(std::move(opts));
+  constexpr std::size_t kMinDumps = 20;
   std::atomic<bool> done{false};
-  std::size_t dumps = 0;
+  std::atomic<std::size_t> dumps{0};
   std::thread dumper([&] {
     while (!done.load()) {
       std::ostringstream out;
       rt.dump_tasks(out);
-      ++dumps;
+      dumps.fetch_add(1);
     }
   });
   const long rounds = shoal::test::scaled(2000, 100);
   rt.block_on(shoal::scope([&](Scope& s) -> Task<void> {
     for (int pair = 0; pair < 4; ++pair) {
       auto ping = std::make_shared<shoal::Channel<int>>(0);
-      s.spawn([ping, rounds]() -> Task<void> {
-        for (long i = 0; i < rounds; ++i) co_await ping->send(static_cast<int>(i));
+      s.spawn([ping, rounds, &dumps]() -> Task<void> {
+        for (long i = 0; i < rounds || dumps.load() < kMinDumps; ++i) co_await ping->send(static_cast<int>(i));
+        ping->close();
       });
-      s.spawn([ping, rounds]() -> Task<void> {
-        for (long i = 0; i < rounds; ++i) {
+      s.spawn([ping]() -> Task<void> {
+        for (bool more = true; more;) {
           // A short-lived child per round: records come and go under the dump.
           auto round = [&](Scope& inner) -> Task<void> {
             inner.spawn([]() -> Task<void> { co_await shoal::checkpoint(); });
-            (void)co_await ping->recv();
+            const std::optional<int> v = co_await ping->recv();
+            more = v.has_value();
           };
           co_await shoal::scope(round);
         }
@@ -256,7 +263,7 @@ TEST(TaskDump, DumpsWhileTasksWakeWaitAndFinishAreSafe) {
   }));
   done.store(true);
   dumper.join();
-  EXPECT_GT(dumps, 0u);
+  EXPECT_GE(dumps.load(), kMinDumps);
 }
 
 }  // namespace
