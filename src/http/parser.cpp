@@ -159,7 +159,7 @@ bool is_request_target(std::string_view method, std::string_view t) noexcept {
     if (!alpha(c) && !(c >= '0' && c <= '9') && c != '+' && c != '-' && c != '.') return false;
   }
   const std::string_view rest = t.substr(sep + 3);
-  return is_authority(rest.substr(0, rest.find_first_of("/?#")), false);
+  return is_authority(rest.substr(0, rest.find_first_of("/?")), false);
 }
 
 }  // namespace
@@ -211,6 +211,12 @@ ParseStatus parse_request_head(std::string_view buf, RequestHead& out, std::size
   const std::string_view version = line.substr(sp2 + 1);
   if (!is_token(out.method)) return fail(ParseStatus::bad_request, "bad method");
   if (out.target.empty()) return fail(ParseStatus::bad_request, "empty request target");
+  // RFC 9112 §3.2: no form of request-target has a fragment; a client
+  // strips it (RFC 9110 §7.1). Found by the differential fuzzer as
+  // "scheme://host#/", which http-parser refuses.
+  if (out.target.find('#') != std::string_view::npos) {
+    return fail(ParseStatus::bad_request, "a request target has no fragment ('#')");
+  }
   if (!is_request_target(out.method, out.target)) {
     return fail(ParseStatus::bad_request,
                 "bad request target (not /path, an absolute URI, host:port for CONNECT, or * for OPTIONS)");

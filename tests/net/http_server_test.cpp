@@ -231,6 +231,8 @@ SHOAL_TEST(HttpServer, WhatItRefusesGetsTheRightStatusAReasonAndAClose) {
              Case{"CONNECT example.com HTTP/1.1\r\nHost: a\r\n\r\n", "400", "host:port for CONNECT"},
              Case{"GET http://:/ HTTP/1.1\r\nHost: a\r\n\r\n", "400", "an absolute URI"},
              Case{"GET http://a~b/ HTTP/1.1\r\nHost: a\r\n\r\n", "400", "an absolute URI"},
+             Case{"GET http://a#/ HTTP/1.1\r\nHost: a\r\n\r\n", "400", "no fragment"},
+             Case{"GET /page#top HTTP/1.1\r\nHost: a\r\n\r\n", "400", "no fragment"},
              Case{"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: \r\n\r\n", "400", "empty element in Transfer-Encoding"},
              Case{"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked,\r\n\r\n", "400", "empty element"},
              Case{"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "400", "chunk size"},
