@@ -4,12 +4,12 @@
 //
 // The default source is a per-thread frame cache: size classes of 16 bytes
 // up to 1 KiB, a local free list owned by the thread, and a lock-free remote
-// list that other threads push frees onto (a frame spawned on one worker
-// usually finishes on another). The owner drains its remote list when its
-// local list runs dry, so spawn+join never reaches malloc's arena locks in
-// steady state. Caches are never destroyed: a thread that exits hands its
-// cache back to a pool and a later thread adopts it, so a frame freed after
-// its allocating thread exited still has a live cache to go to.
+// list that other threads push frees onto, in batches (a frame spawned on
+// one worker usually finishes on another). The owner drains its remote list
+// when its local list runs dry, so spawn+join never reaches malloc's arena
+// locks in steady state. Caches are never destroyed: a thread that exits
+// hands its cache back to a pool and a later thread adopts it, so a frame
+// freed after its allocating thread exited still has a live cache to go to.
 // Under ASan the cache is off, so frame use-after-free is still caught.
 #include "shoal/detail/frame_alloc.hpp"
 #include "shoal/detail/task_record.hpp"
@@ -83,12 +83,12 @@ struct FrameCache {
     local[c] = b;
     ++local_count[c];
   }
-  void push_remote(std::size_t c, void* p) noexcept {
-    auto* b = static_cast<FreeBlock*>(p);
+  /// Pushes the chain first..last (linked through next) in one CAS.
+  void push_remote(std::size_t c, FreeBlock* first, FreeBlock* last) noexcept {
     FreeBlock* head = remote[c].load(std::memory_order_relaxed);
     do {
-      b->next = head;
-    } while (!remote[c].compare_exchange_weak(head, b, std::memory_order_release, std::memory_order_relaxed));
+      last->next = head;
+    } while (!remote[c].compare_exchange_weak(head, first, std::memory_order_release, std::memory_order_relaxed));
   }
   void release_local() noexcept {
     for (std::size_t c = 0; c < kClasses; ++c) {
@@ -107,8 +107,48 @@ FrameCache* g_pool = nullptr;
 // Adopts a cache on first use; hands it back to the pool at thread exit.
 thread_local bool tls_cache_dead = false;  // set once the slot is destroyed
 
+// Frees of another thread's blocks, gathered per size class for one owner
+// and handed over kRemoteBatch at a time: a spawn loop's children finish on
+// another worker, and one CAS per free on the spawner's list moved that
+// cache line back and forth once per child (the spawner's exchange took it
+// back each time its local list ran dry). At most kRemoteBatch - 1 blocks
+// per class wait here; a change of owner or the thread's exit flushes them.
+constexpr std::uint32_t kRemoteBatch = 32;
+
+struct RemoteBatch {
+  FrameCache* owner = nullptr;
+  FreeBlock* first[kClasses] = {};
+  FreeBlock* last[kClasses] = {};
+  std::uint32_t count[kClasses] = {};
+
+  void add(FrameCache* to, std::size_t c, void* p) noexcept {
+    if (to != owner) {
+      flush();
+      owner = to;
+    }
+    auto* b = static_cast<FreeBlock*>(p);
+    b->next = first[c];
+    if (first[c] == nullptr) last[c] = b;
+    first[c] = b;
+    if (++count[c] == kRemoteBatch) flush_class(c);
+  }
+  void flush_class(std::size_t c) noexcept {
+    owner->push_remote(c, first[c], last[c]);
+    first[c] = last[c] = nullptr;
+    count[c] = 0;
+  }
+  void flush() noexcept {
+    if (owner == nullptr) return;
+    for (std::size_t c = 0; c < kClasses; ++c) {
+      if (count[c] != 0) flush_class(c);
+    }
+    owner = nullptr;
+  }
+};
+
 struct CacheSlot {
   FrameCache* cache = nullptr;
+  RemoteBatch remote;
   FrameCache* get() {
     if (cache == nullptr) {
       shim::lock_guard<shim::mutex> g(g_pool_mu);
@@ -126,6 +166,7 @@ struct CacheSlot {
 
 CacheSlot::~CacheSlot() {
     tls_cache_dead = true;  // frees after this point go to the owner's remote list
+    remote.flush();
     if (cache == nullptr) return;
     cache->release_local();
     shim::lock_guard<shim::mutex> g(g_pool_mu);
@@ -188,10 +229,13 @@ void frame_deallocate(void* p, std::size_t size) noexcept {
     case Source::cache: {
       auto* owner = static_cast<FrameCache*>(header->owner);
       const std::size_t c = header->size_class;
-      if (!tls_cache_dead && tls_cache.cache == owner) {
+      if (tls_cache_dead) {
+        auto* b = reinterpret_cast<FreeBlock*>(header);
+        owner->push_remote(c, b, b);
+      } else if (tls_cache.cache == owner) {
         owner->push_local(c, header);
       } else {
-        owner->push_remote(c, header);
+        tls_cache.remote.add(owner, c, header);
       }
       return;
     }

@@ -159,20 +159,24 @@ void Scheduler::push_pinned_remote(TaskRecord* f) noexcept {
   if (owner.pinned.push_remote(f)) unpark(owner);
 }
 
-void Scheduler::push_local(Worker& w, TaskRecord* f) noexcept {
+bool Scheduler::push_local(Worker& w, TaskRecord* f) noexcept {
   if (const std::uint32_t pin = pin_of(f); pin != 0) {
     if (pin - 1 != w.index) {
       push_pinned_remote(f);
     } else {
       w.pinned.push(f);
     }
-    return;
+    return false;  // a pinned task is no work for anyone else
   }
-  while (!w.local.push(f)) {
+  bool overflowed = false;
+  std::size_t len;
+  while ((len = w.local.push(f)) == 0) {
     TaskBatch overflow;
     w.local.take_half([&](TaskRecord* x) { overflow.push(x); });
     injector_.push_batch(overflow);
+    overflowed = true;
   }
+  return len == 1 || overflowed;
 }
 
 void Scheduler::unpark(Worker& w) noexcept {
@@ -218,11 +222,7 @@ void Scheduler::schedule(TaskRecord* f) noexcept {
   }
   TaskRecord* prev = w->lifo;
   w->lifo = f;
-  if (prev != nullptr) {
-    const bool pinned = pin_of(prev) != 0;  // read before publishing: prev may run elsewhere at once
-    push_local(*w, prev);
-    if (!pinned) notify_parked();  // a pinned task is no work for anyone else
-  }
+  if (prev != nullptr && push_local(*w, prev)) notify_parked();
 }
 
 void Scheduler::schedule_spawn(TaskRecord* f) noexcept { push_ready(f, true); }
@@ -253,9 +253,7 @@ void Scheduler::push_ready(TaskRecord* f, bool spawn) noexcept {
     schedule(f);
     return;
   }
-  const bool pinned = pin_of(f) != 0;  // read before publishing: f may run elsewhere at once
-  push_local(*w, f);
-  if (!pinned) notify_parked();  // a pinned task is no work for anyone else
+  if (push_local(*w, f)) notify_parked();
 }
 
 void Scheduler::schedule_yield(TaskRecord* f) noexcept {

@@ -147,7 +147,15 @@ class Scheduler {
   TaskRecord* next_local(Worker& w) noexcept;
   TaskRecord* search(Worker& w) noexcept;
   TaskRecord* from_injector(Worker& w) noexcept;
-  void push_local(Worker& w, TaskRecord* f) noexcept;
+  /// Queues `f` on `w` (a pinned task goes to its worker's lane). True when
+  /// a sleeper may be worth waking: `f` made the queue non-empty, or half the
+  /// queue overflowed to the injector. A push onto a non-empty queue wakes
+  /// nobody: whoever was told of the items already there (a notify at the
+  /// empty-to-non-empty push, or a thief that left some behind and woke the
+  /// next) will find it, and the owner runs it anyway. One fence and a read
+  /// of the idle word, shared with every searcher, per spawn was most of a
+  /// spawn loop's cost when the other worker kept searching.
+  bool push_local(Worker& w, TaskRecord* f) noexcept;
   void push_pinned_remote(TaskRecord* f) noexcept;
   void place_batch(Worker* w, TaskBatch& batch) noexcept;
   void notify_parked() noexcept;

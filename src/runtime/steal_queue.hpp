@@ -39,14 +39,16 @@ class StealQueue {
 
   static constexpr std::size_t capacity() noexcept { return Capacity; }
 
-  /// Owner only. False when full (the caller moves half out and retries).
-  bool push(T v) noexcept {
+  /// Owner only. The length after the push (as the owner saw the head), or
+  /// 0 when full (the caller moves half out and retries).
+  std::size_t push(T v) noexcept {
     const Index t = tail_.load(std::memory_order_relaxed);
     const Index h = head_.load(std::memory_order_acquire);
-    if (static_cast<Index>(t - h) >= Capacity) return false;
+    const auto len = static_cast<Index>(t - h);
+    if (len >= Capacity) return 0;
     slots_[t & kMask].store(v, std::memory_order_relaxed);
     tail_.store(static_cast<Index>(t + 1), std::memory_order_release);
-    return true;
+    return std::size_t{len} + 1;
   }
 
   /// Owner only: the oldest item, or nullptr.

@@ -58,6 +58,7 @@ struct MiniRuntime {
 
   TestRecord items[kMaxItems];
   int child_of[kMaxItems] = {-1, -1, -1, -1};  // running item i spawns child_of[i]
+  int second_child_of[kMaxItems] = {-1, -1, -1, -1};  // ... then this one, onto a non-empty queue
   int ran[kMaxItems] = {};
   Atomic<int> done{0};
 
@@ -65,12 +66,16 @@ struct MiniRuntime {
     for (std::size_t i = 0; i < kWorkers; ++i) workers[i].index = i;
   }
 
-  void push_local(MiniWorker& w, detail::TaskRecord* f) noexcept {
-    while (!w.local.push(f)) {
+  bool push_local(MiniWorker& w, detail::TaskRecord* f) noexcept {
+    bool overflowed = false;
+    std::size_t len;
+    while ((len = w.local.push(f)) == 0) {
       detail::TaskBatch overflow;
       w.local.take_half([&](detail::TaskRecord* x) { overflow.push(x); });
       injector.push_batch(overflow);
+      overflowed = true;
     }
+    return len == 1 || overflowed;
   }
   void notify_parked() noexcept {
     long idx = idle.pick_sleeper_to_wake();
@@ -152,10 +157,8 @@ struct MiniRuntime {
   void run(MiniWorker& w, detail::TaskRecord* f) noexcept {
     const auto i = static_cast<int>(static_cast<TestRecord*>(f) - items);
     ++ran[i];
-    if (child_of[i] >= 0) {
-      push_local(w, &items[child_of[i]]);
-      notify_parked();
-    }
+    if (child_of[i] >= 0 && push_local(w, &items[child_of[i]])) notify_parked();
+    if (second_child_of[i] >= 0 && push_local(w, &items[second_child_of[i]])) notify_parked();
     done.fetch_add(1);
     done.notify_all();
   }
@@ -196,6 +199,25 @@ TEST(ModelPark, SpawnedChildExhaustiveBound1) {
 // Shutdown races workers on their way to sleep: none may sleep through it.
 TEST(ModelPark, ShutdownWhileParkingExhaustiveBound2) {
   expect_passes(explore_bound(2, [] { park_scenario(0, 0); }));
+}
+
+// One item spawns two children: the second push finds the first child
+// still queued (unless a thief was quick) and wakes nobody; both still run.
+TEST(ModelPark, SecondSpawnOntoANonEmptyQueueWakesNobodyAndLosesNothingExhaustiveBound1) {
+  expect_passes(explore_bound(1, [] {
+    MiniRuntime rt;
+    rt.child_of[0] = 1;
+    rt.second_child_of[0] = 2;
+    Thread w0 = spawn([&] { rt.worker_main(rt.workers[0]); }, "worker0");
+    Thread w1 = spawn([&] { rt.worker_main(rt.workers[1]); }, "worker1");
+    rt.inject(&rt.items[0]);
+    for (int d = rt.done.load(); d != 3; d = rt.done.load()) rt.done.wait(d);
+    rt.shutdown.store(true, std::memory_order_seq_cst);
+    for (MiniWorker& w : rt.workers) w.parker.unpark(rt.driver);
+    w0.join();
+    w1.join();
+    for (int i = 0; i < 3; ++i) check(rt.ran[i] == 1, "an item was lost or ran twice");
+  }));
 }
 
 TEST(ModelPark, RandomSchedules) {

@@ -129,6 +129,51 @@ SHOAL_TEST(ScopeTest, ReturnsTheBodyValueAfterEveryChildFinished) {
   EXPECT_EQ(done.load(), 100);
 }
 
+// The body's task counts its children in batches (Scope::count_child); the
+// join must still wait for exactly every child, whatever the count, whoever
+// spawned it (the body, a nested scope's body on the same task, a child),
+// and whether the body returned or threw.
+SHOAL_TEST(ScopeTest, JoinWaitsForEveryChildWhateverTheBodySpawnedAndHowItEnded) {
+  static constexpr int kCounts[] = {1, 63, 64, 65, 200};
+  for (int n : kCounts) {
+    for (int k = 0; k < 2; ++k) {
+      const bool body_throws = k == 1;
+      std::atomic<int> done{0};
+      auto leaf = [&]() -> Task<void> {
+        co_await shoal::checkpoint();
+        done.fetch_add(1);
+      };
+      bool threw = false;
+      try {
+        co_await shoal::scope([&](Scope& s) -> Task<void> {
+          for (int i = 0; i < n; ++i) {
+            s.spawn([&]() -> Task<void> {
+              co_await shoal::checkpoint();
+              s.spawn(leaf);  // a sibling from a child's task
+              done.fetch_add(1);
+            });
+          }
+          auto inner = [&](Scope&) -> Task<void> {
+            for (int i = 0; i < n; ++i) s.spawn(leaf);  // the outer scope, from the same task
+            co_return;
+          };
+          co_await shoal::scope(inner);
+          if (body_throws) throw Boom("body");
+        });
+      } catch (const Boom&) {
+        threw = true;
+      }
+      EXPECT_EQ(threw, body_throws);
+      // Children spawned before the body threw may be cancelled before their
+      // checkpoint; a clean body's children all run.
+      if (!body_throws) {
+        EXPECT_EQ(done.load(), 3 * n) << n;
+      }
+      EXPECT_LE(done.load(), 3 * n) << n;
+    }
+  }
+}
+
 SHOAL_TEST(ScopeTest, StartHandleYieldsTheChildValue) {
   int sum = co_await shoal::scope([&](Scope& s) -> Task<int> {
     auto a = s.start([]() -> Task<int> {

@@ -280,7 +280,7 @@ class Scope final : private detail::ChildGroup {
       f->cell = cell;
       cell->record.store(reinterpret_cast<std::uintptr_t>(f), std::memory_order_relaxed);
     }
-    live_.fetch_add(2, std::memory_order_relaxed);
+    count_child();
     ChildGroup::launch(*f, h, flags, false);
   }
 
@@ -320,7 +320,30 @@ class Scope final : private detail::ChildGroup {
     }
     void await_resume() const noexcept {}
   };
-  JoinAwaiter join_all() noexcept { return JoinAwaiter{this}; }
+  JoinAwaiter join_all() noexcept {
+    if (prepaid_ != 0) {
+      live_.fetch_sub(2 * prepaid_, std::memory_order_acq_rel);
+      prepaid_ = 0;
+    }
+    return JoinAwaiter{this};
+  }
+
+  /// Counts a child in live_. The body's own spawns pay kPrepaid at a time:
+  /// the children usually finish on another worker, and one shared counter
+  /// written by both sides per child moved its cache line twice per spawn.
+  /// The prepaid rest keeps live_ above zero until join_all returns it.
+  void count_child() noexcept {
+    if (detail::current_record() != body_) {
+      live_.fetch_add(2, std::memory_order_relaxed);
+      return;
+    }
+    if (prepaid_ == 0) {
+      live_.fetch_add(2 * kPrepaid, std::memory_order_relaxed);
+      prepaid_ = kPrepaid;
+    }
+    --prepaid_;
+  }
+  static constexpr std::uint64_t kPrepaid = 64;
 
   /// After the join: unlinks the node and reports the later faults no
   /// handle delivered (their handles may live on, holding nothing).
@@ -333,6 +356,7 @@ class Scope final : private detail::ChildGroup {
 
   detail::shim::atomic<std::uint64_t> live_{0};  // 2 * live children, | 1 while the body waits
   detail::JoinCell* faulted_ = nullptr;  // undelivered later faults of start()ed children; node_.lock
+  std::uint64_t prepaid_ = 0;  // children counted ahead by the body's task; only that task touches it
 };
 
 /// Runs `body(scope)` on the awaiting task and returns its value once the
