@@ -63,12 +63,34 @@ class Injector {
     len_.store(list_.count, std::memory_order_release);
     b = TaskBatch{};
   }
-  /// Up to `max` tasks, oldest first.
+  /// Up to `max` (> 0) tasks, oldest first. The list is taken whole and cut
+  /// outside the lock, the rest put back in front: the walk to the cut
+  /// touches records other cores wrote, a cache miss each, and a spawner
+  /// overflowing its queue used to sleep on the lock through that walk
+  /// (a futex wait and wake per overflow). While the rest is out, the
+  /// injector looks emptier than it is; the caller, which is awake and
+  /// comes back for it, wakes a sleeper if some is left (from_injector).
   TaskBatch pop(std::size_t max) noexcept {
     TaskBatch out;
     if (len_.load(std::memory_order_acquire) == 0) return out;
+    {
+      std::lock_guard<shim::mutex> g(mu_);
+      out = list_;
+      list_ = TaskBatch{};
+      len_.store(0, std::memory_order_release);
+    }
+    if (out.count <= max) return out;
+    TaskRecord* last = out.head;
+    for (std::size_t n = 1; n < max; ++n) last = last->next;
+    TaskBatch rest{last->next, out.tail, out.count - max};
+    last->next = nullptr;
+    out.tail = last;
+    out.count = max;
     std::lock_guard<shim::mutex> g(mu_);
-    while (out.count < max && !list_.empty()) out.push(list_.pop_front());
+    rest.tail->next = list_.head;
+    if (list_.tail == nullptr) list_.tail = rest.tail;
+    list_.head = rest.head;
+    list_.count += rest.count;
     len_.store(list_.count, std::memory_order_release);
     return out;
   }

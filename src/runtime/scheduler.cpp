@@ -348,6 +348,7 @@ TaskRecord* Scheduler::from_injector(Worker& w) noexcept {
   TaskBatch b = injector_.pop(want);
   if (b.empty()) return nullptr;
   bump(w.injector_pulls);
+  if (!injector_.empty()) notify_parked();  // what pop put back may have looked gone to a worker going to sleep
   TaskRecord* first = b.head;
   for (TaskRecord* f = first->next; f != nullptr;) {
     TaskRecord* next = f->next;
@@ -366,6 +367,7 @@ TaskRecord* Scheduler::next_local(Worker& w) noexcept {
     TaskBatch b = injector_.pop(1);
     if (!b.empty()) {
       bump(w.injector_pulls);
+      if (!injector_.empty()) notify_parked();  // as in from_injector
       return b.head;
     }
   }

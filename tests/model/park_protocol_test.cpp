@@ -90,6 +90,7 @@ struct MiniRuntime {
     std::size_t want = std::min<std::size_t>(injector.size() / kWorkers + 1, w.local.capacity() / 2);
     detail::TaskBatch b = injector.pop(want);
     if (b.empty()) return nullptr;
+    if (!injector.empty()) notify_parked();
     detail::TaskRecord* first = b.head;
     for (detail::TaskRecord* f = first->next; f != nullptr;) {
       detail::TaskRecord* next = f->next;
