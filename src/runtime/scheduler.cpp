@@ -341,14 +341,20 @@ void Scheduler::place_batch(Worker* w, TaskBatch& batch) noexcept {
   }
 }
 
+TaskBatch Scheduler::pull_injector(Worker& w, std::size_t want) noexcept {
+  TaskBatch b = injector_.pop(want);
+  if (b.empty()) return b;
+  bump(w.injector_pulls);
+  if (!injector_.empty()) notify_parked();  // what pop put back may have looked gone to a worker going to sleep
+  return b;
+}
+
 TaskRecord* Scheduler::from_injector(Worker& w) noexcept {
   if (injector_.empty()) return nullptr;
   const std::size_t n = workers_.size();
   std::size_t want = std::min<std::size_t>(injector_.size() / n + 1, w.local.capacity() / 2);
-  TaskBatch b = injector_.pop(want);
+  TaskBatch b = pull_injector(w, want);
   if (b.empty()) return nullptr;
-  bump(w.injector_pulls);
-  if (!injector_.empty()) notify_parked();  // what pop put back may have looked gone to a worker going to sleep
   TaskRecord* first = b.head;
   for (TaskRecord* f = first->next; f != nullptr;) {
     TaskRecord* next = f->next;
@@ -364,12 +370,7 @@ TaskRecord* Scheduler::next_local(Worker& w) noexcept {
   if (w.tick % 61 == 0) {
     driver_.fire_timers();  // busy workers keep timers firing while nobody drives
     driver_.poll_io_now();  // ... and I/O events flowing
-    TaskBatch b = injector_.pop(1);
-    if (!b.empty()) {
-      bump(w.injector_pulls);
-      if (!injector_.empty()) notify_parked();  // as in from_injector
-      return b.head;
-    }
+    if (TaskBatch b = pull_injector(w, 1); !b.empty()) return b.head;
   }
   if (w.lifo != nullptr) {
     TaskRecord* f = w.lifo;

@@ -147,6 +147,8 @@ class Scheduler {
   TaskRecord* next_local(Worker& w) noexcept;
   TaskRecord* search(Worker& w) noexcept;
   TaskRecord* from_injector(Worker& w) noexcept;
+  /// Up to `want` tasks from the injector, counted; wakes a sleeper if some are left.
+  TaskBatch pull_injector(Worker& w, std::size_t want) noexcept;
   /// Queues `f` on `w` (a pinned task goes to its worker's lane). True when
   /// a sleeper may be worth waking: `f` made the queue non-empty, or half the
   /// queue overflowed to the injector. A push onto a non-empty queue wakes
