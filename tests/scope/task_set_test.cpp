@@ -341,7 +341,7 @@ SHOAL_TEST(TaskSetTest, ChildFramesComeFromTheResource) {
 // (8) close(): running children finish, later spawns are refused, and the
 // set completes when all are done.
 SHOAL_TEST(TaskSetTest, CloseLetsRunningChildrenFinishAndRefusesLaterSpawns) {
-  shoal::test::ManualEvent release;
+  shoal::test::ManualEvent release, checked;
   std::atomic<int> finished{0};
   std::atomic<bool> saw_cancel{false};
   co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
@@ -360,11 +360,14 @@ SHOAL_TEST(TaskSetTest, CloseLetsRunningChildrenFinishAndRefusesLaterSpawns) {
         EXPECT_EQ(co_await set.spawn([]() -> Task<void> { co_return; }), SpawnStatus::closed);
         EXPECT_FALSE(set.try_spawn([]() -> Task<void> { co_return; }));
         EXPECT_EQ(set.live(), 3u);
+        checked.set();
       });
       EXPECT_EQ(finished.load(), 3) << "the set completed before its children";
     });
+    // The children are released once the body has looked at them: 20
+    // checkpoints here raced the body, and a child could finish first.
     s.spawn([&]() -> Task<void> {
-      for (int i = 0; i < 20; ++i) co_await shoal::checkpoint();
+      co_await checked.wait();
       release.set();
     });
     co_return;
