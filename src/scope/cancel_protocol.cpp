@@ -13,9 +13,11 @@
 // - A canceller swaps the hook for kBusy while it calls cancel_wait(); the
 //   waiting task never leaves its wait (destroying the hook) while kBusy is
 //   set (disarm_wait spins it out). The hook stays valid while inspected.
-// - Tasks claimed by cancel_wait() are scheduled in one batch after every
-//   lock is released, so they cannot contend with the canceller for the node
-//   locks they need to unlink themselves.
+// - A task claimed by cancel_wait() is taken out of its home node's list
+//   by the canceller, under the lock it already holds, so it needs no node
+//   lock to finish; the canceller schedules claimed tasks in batches as its
+//   walk goes on. A record it has not reached yet stays alive: a task that
+//   finishes on its own unlinks itself under the lock the walk holds.
 // - Lock order: parent node before child node; node lock before any wait
 //   primitive's lock (cancel_wait may take one). Wakers never take node locks.
 #include <time.h>
@@ -51,13 +53,31 @@ void end_inspect(TaskRecord* f, WaitHook* h) noexcept { f->hook.store(h, std::me
 
 namespace {
 
-void wake_for_cancel(TaskRecord* f, TaskBatch& batch) noexcept {
+// Called under the lock of `f`'s home node, with `f` in its list. A task
+// claimed here leaves the list at once: nobody else can touch it until the
+// batch is scheduled, and a task cancelled out of its wait then finishes
+// without the node's lock, which every child of a big fan-out would
+// otherwise take at its end, all on one contended line. If it waits again
+// (in a shielded scope, say), link_home puts it back.
+bool claim_for_cancel(TaskRecord* f, TaskBatch& batch) noexcept {
   WaitHook* h;
-  if (!inspect_hook(f, h)) return;
+  if (!inspect_hook(f, h)) return false;
   // A task waiting inside a shielded (uncancelled) node is left alone.
   const bool claimed = f->cancelled(std::memory_order_seq_cst) && h->cancel_wait();
   end_inspect(f, claimed ? nullptr : h);
   if (claimed) batch.push(f);
+  return claimed;
+}
+
+// The same for `f` in the list of `home`, whose lock we hold. A task
+// claimed here leaves the list at once (nothing else touches it until the
+// batch is scheduled), so it finishes without taking the node's lock: at
+// the end of a big fan-out every child took it, one contended line. If it
+// waits again (in a shielded scope, say), link_home puts it back.
+void wake_for_cancel(CancelNode* home, TaskRecord* f, TaskBatch& batch) noexcept {
+  if (!claim_for_cancel(f, batch)) return;
+  home->records.remove(f);
+  f->flags &= ~TaskRecord::kLinked;
 }
 
 }  // namespace
@@ -184,11 +204,22 @@ void CancelNode::remove_record(TaskRecord* f) noexcept {
 }
 
 namespace {
+// Claimed tasks go to the scheduler kFanOutBatch at a time while the walk
+// goes on, so other workers start unwinding the first children while this
+// one is still claiming the rest (of 10 k children, the walk is a tenth of
+// the whole fan-out). They finish without our lock (wake_for_cancel).
+constexpr std::size_t kFanOutBatch = 64;
+
 void cancel_tree(CancelNode* n, TaskBatch& batch) noexcept {
   if (n->cancelled.exchange(true, std::memory_order_seq_cst)) return;
   n->lock.lock();
-  if (n->body != nullptr) wake_for_cancel(n->body, batch);
-  for (TaskRecord* f = n->records.front(); f != nullptr; f = n->records.next(f)) wake_for_cancel(f, batch);
+  if (n->body != nullptr) claim_for_cancel(n->body, batch);  // listed in its own home, not here
+  for (TaskRecord* f = n->records.front(); f != nullptr;) {
+    TaskRecord* next = n->records.next(f);
+    wake_for_cancel(n, f, batch);
+    if (batch.count >= kFanOutBatch) schedule_batch(n->sched, batch);
+    f = next;
+  }
   for (CancelNode* c = n->children.front(); c != nullptr; c = n->children.next(c)) {
     if (!c->shielded) cancel_tree(c, batch);
   }
@@ -207,7 +238,7 @@ void CancelNode::cancel_one(shim::atomic<std::uintptr_t>& record) noexcept {
   // Flag, then look (Dekker with the task's hook, as for a node's flag); a
   // node it enters after our walk sees the flag under our lock.
   if (f != nullptr && !f->cancel_alone.exchange(true, std::memory_order_seq_cst)) {
-    if (RecordList::is_linked(f)) wake_for_cancel(f, batch);  // waiting here (the hook is guarded by our lock)
+    if (RecordList::is_linked(f)) wake_for_cancel(this, f, batch);  // waiting here (the hook is guarded by our lock)
     for (CancelNode* c = children.front(); c != nullptr; c = children.next(c)) {
       if (c->body == f && !c->shielded) cancel_tree(c, batch);
     }

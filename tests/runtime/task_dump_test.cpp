@@ -78,6 +78,7 @@ std::size_t count(const std::string& s, const std::string& part) {
 }
 
 Task<void> sleeper() { co_await shoal::sleep_for(1h); }
+Task<void> wait_for(shoal::Event& e) { co_await e.wait(); }
 
 TEST(TaskDump, ShowsEachTasksNameSpawnSiteAndWhatItWaitsOn) {
   shoal::test::Watchdog dog(shoal::test::kWatchdog, "TaskDump");
@@ -121,6 +122,51 @@ TEST(TaskDump, ShowsEachTasksNameSpawnSiteAndWhatItWaitsOn) {
   // The root task (block_on's) runs the outer scope's body.
   EXPECT_TRUE(contains(dump, "\n    task (a root task: run or block_on): waiting "));
   EXPECT_TRUE(contains(dump, "\n    scope, the body of task (a root task: run or block_on)\n"));
+}
+
+// A cancellation takes each child it wakes out of its scope's list (so the
+// child ends without the scope's lock); one that waits again is listed again.
+// 200 children: the canceller hands them over in several batches.
+TEST(TaskDump, ACancelledChildThatWaitsAgainInAShieldIsListedAgain) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "TaskDump");
+  Runtime rt(RuntimeOptions::with_workers(2));
+  constexpr int kChildren = 200;
+  shoal::Channel<int> never(0);
+  shoal::Event release;
+  std::atomic<int> waiting{0}, caught{0}, cleaned{0};
+  std::string dump;
+  std::thread dumper([&] {
+    dump = dump_when(rt, [&](const std::string& d) {
+      return caught.load() == kChildren && count(d, "on shoal::Event::wait") == kChildren;
+    });
+    release.set();
+  });
+  rt.block_on(shoal::scope([&](Scope& s) -> Task<void> {
+    for (int i = 0; i < kChildren; ++i) {
+      s.spawn([&]() -> Task<void> {
+        bool cancelled = false;
+        try {
+          waiting.fetch_add(1);
+          (void)co_await never.recv();
+        } catch (const shoal::Cancelled&) {
+          cancelled = true;
+        }
+        if (!cancelled) co_return;
+        caught.fetch_add(1);
+        co_await shoal::shielded(wait_for(release));
+        cleaned.fetch_add(1);
+      });
+    }
+    while (waiting.load() < kChildren) co_await shoal::checkpoint();
+    s.cancel();
+  }));
+  dumper.join();
+  SCOPED_TRACE(dump);
+  EXPECT_EQ(caught.load(), kChildren);
+  EXPECT_EQ(cleaned.load(), kChildren);
+  EXPECT_EQ(count(dump, "on shoal::Event::wait"), static_cast<std::size_t>(kChildren))
+      << "every cancelled child waiting in its shield is in the dump";
+  EXPECT_FALSE(contains(dump, "shoal::Channel::recv")) << "no child is still listed at the wait it was cancelled out of";
 }
 
 TEST(TaskDump, WithoutTrackWaitsSaysWhatButNotHowLong) {
