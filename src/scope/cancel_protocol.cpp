@@ -53,12 +53,8 @@ void end_inspect(TaskRecord* f, WaitHook* h) noexcept { f->hook.store(h, std::me
 
 namespace {
 
-// Called under the lock of `f`'s home node, with `f` in its list. A task
-// claimed here leaves the list at once: nobody else can touch it until the
-// batch is scheduled, and a task cancelled out of its wait then finishes
-// without the node's lock, which every child of a big fan-out would
-// otherwise take at its end, all on one contended line. If it waits again
-// (in a shielded scope, say), link_home puts it back.
+// Takes `f` out of its cancellable wait into `batch`, unless it is not
+// waiting or waits inside a shielded node. True if it was claimed.
 bool claim_for_cancel(TaskRecord* f, TaskBatch& batch) noexcept {
   WaitHook* h;
   if (!inspect_hook(f, h)) return false;
@@ -71,9 +67,9 @@ bool claim_for_cancel(TaskRecord* f, TaskBatch& batch) noexcept {
 
 // The same for `f` in the list of `home`, whose lock we hold. A task
 // claimed here leaves the list at once (nothing else touches it until the
-// batch is scheduled), so it finishes without taking the node's lock: at
-// the end of a big fan-out every child took it, one contended line. If it
-// waits again (in a shielded scope, say), link_home puts it back.
+// batch is scheduled), so it ends without taking the node's lock, which
+// every child of a big fan-out otherwise took at its end, one contended
+// line. If it waits again (in a shielded scope, say), link_home relinks it.
 void wake_for_cancel(CancelNode* home, TaskRecord* f, TaskBatch& batch) noexcept {
   if (!claim_for_cancel(f, batch)) return;
   home->records.remove(f);
