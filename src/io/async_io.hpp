@@ -74,7 +74,7 @@ Task<R> async_io(IoSource* s, std::uint32_t interest, Attempt attempt) {
   for (;;) {
     Op op(s, interest, &attempt);
     co_await op;
-    if (op.end() == IoOp::End::cancelled) throw Cancelled{};
+    if (op.end() == IoOp::End::cancelled) detail::raise_cancelled();
     if (op.error) std::rethrow_exception(op.error);
     if constexpr (kBacksOff) {
       if (op.back_off) {  // e.g. accept out of descriptors: the backlog keeps the connection

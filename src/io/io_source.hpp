@@ -69,7 +69,7 @@ void io_deregister(IoSource* s) noexcept;
 
 /// A cancellation point before an I/O operation's first side effect.
 inline void io_check_cancelled() {
-  if (TaskRecord* f = current_record(); f != nullptr && f->cancelled()) throw Cancelled{};
+  if (TaskRecord* f = current_record(); f != nullptr && f->cancelled()) detail::raise_cancelled();
 }
 
 /// After EAGAIN: drops `bit` from the cached readiness, unless an event
@@ -90,7 +90,7 @@ struct IoReadyAwaiter {
     return io_wait_suspend(w, record_of(h), h);
   }
   void await_resume() const {
-    if (w.cancelled) throw Cancelled{};
+    if (w.cancelled) detail::raise_cancelled();
   }
 };
 

@@ -188,7 +188,7 @@ std::size_t StreamOp::finish() {
     case End::done:
       break;
     case End::cancelled:
-      throw Cancelled{};
+      detail::raise_cancelled();
     case End::idle_expired:
       net::idle_expired(fd(), net::op_name(kind_), limit());
     case End::no_memory:

@@ -47,8 +47,6 @@ bool is_out_of_memory(const std::exception_ptr& e) noexcept {
   return false;
 }
 
-void throw_cancelled() { throw Cancelled{}; }
-
 void throw_invalid_task_await(bool moved_from) {
   throw std::logic_error(moved_from ? "shoal::Task: awaited after being moved from (it holds no coroutine)"
                                     : "shoal::Task: awaited a second time (its coroutine already finished)");

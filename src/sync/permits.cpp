@@ -164,7 +164,7 @@ bool PermitCore::Awaiter::resume() {
     // readers), or hold a wake-up meant for it: whoever is next must not be
     // left asleep.
     if (left_queue || woken_) core_.kick();
-    throw Cancelled{};
+    detail::raise_cancelled();
   }
   const bool granted = w_.state == PermitWaiter::State::granted;
   if (w_.record->cancelled()) {
@@ -174,7 +174,7 @@ bool PermitCore::Awaiter::resume() {
     } else if (woken_) {
       core_.kick();
     }
-    throw Cancelled{};
+    detail::raise_cancelled();
   }
   if (granted) woken_ = false;
   return granted;

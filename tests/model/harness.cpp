@@ -43,7 +43,6 @@ void schedule_batch(Scheduler*, TaskBatch& batch) noexcept {
 }
 TaskRecord* current_record() noexcept { return tls_record; }
 bool on_worker_thread() noexcept { return false; }
-void throw_cancelled() { throw Cancelled{}; }
 
 }  // namespace detail
 

@@ -168,7 +168,7 @@ class Channel {
     /// returned), or what T's move threw when the channel took the value.
     [[gnu::always_inline]] void await_resume() {  // see CheckpointAwaiter::await_resume
       if (closed_) throw ChannelClosedError<T>(std::move(value_));
-      if (this->cancelled) throw Cancelled{};
+      if (this->cancelled) detail::raise_cancelled();
       if (this->error) std::rethrow_exception(this->error);
       if (!this->done) throw ChannelClosedError<T>(std::move(value_));  // woken by close()
     }
@@ -229,7 +229,7 @@ class Channel {
     /// already out of the channel, is destroyed, as with any by-value return.)
     [[gnu::always_inline]] std::optional<T> await_resume() {  // see CheckpointAwaiter::await_resume
       if (slot_) return std::move(slot_);
-      if (this->cancelled) throw Cancelled{};
+      if (this->cancelled) detail::raise_cancelled();
       return std::nullopt;
     }
 

@@ -306,7 +306,7 @@ class [[nodiscard]] Select {
 
   /// The outcome of the case that completed, at its index.
   [[gnu::always_inline]] result_type await_resume() {  // see CheckpointAwaiter::await_resume
-    if (won_ < 0) throw Cancelled{};
+    if (won_ < 0) detail::raise_cancelled();
     return take<0>();
   }
 

@@ -12,6 +12,7 @@
 #include <exception>
 
 #include "shoal/detail/intrusive_list.hpp"
+#include "shoal/detail/raise.hpp"
 #include "shoal/detail/spin_lock.hpp"
 #include "shoal/detail/sync_shim.hpp"
 
@@ -267,10 +268,6 @@ const char* callable_origin() noexcept {
 /// Names the task `f` (a copy of `name`; an empty one clears it). Throws
 /// std::bad_alloc.
 void set_task_name(TaskRecord& f, const char* name, std::size_t size);
-
-/// Throws shoal::Cancelled (defined in the public runtime/errors.hpp, which
-/// the ground floor does not include).
-[[noreturn]] void throw_cancelled();
 
 /// Spends one unit of the cooperative budget; true when it ran out and the
 /// caller should yield.

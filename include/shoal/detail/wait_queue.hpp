@@ -378,7 +378,7 @@ class LevelWaiter : public Waiter {
   ~LevelWaiter() = default;
   /// In await_resume, first: throws Cancelled if the wait was cancelled.
   void throw_if_cancelled() const {
-    if (cancelled) throw_cancelled();
+    if (cancelled) raise_cancelled();
   }
 
  private:

@@ -2,6 +2,7 @@
 // ordinary faults the runtime itself reports.
 #pragma once
 
+#include "shoal/detail/raise.hpp"
 #include "shoal/version.hpp"
 
 #include <exception>

@@ -74,7 +74,7 @@ class BlockingAwaiter final : public BlockingJob {
   }
   R await_resume() {
     if (waiter == nullptr) throw std::logic_error("shoal::spawn_blocking: awaited outside a shoal task");
-    if (!ran_) throw Cancelled{};  // cancelled before it started
+    if (!ran_) detail::raise_cancelled();  // cancelled before it started
     if (error_) std::rethrow_exception(error_);
     if constexpr (!std::is_void_v<R>) return std::move(*value_);
   }

@@ -97,7 +97,7 @@ template <class T>
 auto CancelScope::run(Task<T> task) -> Task<std::conditional_t<std::is_void_v<T>, bool, std::optional<T>>> {
   detail::TaskRecord* f = co_await detail::CurrentRecord{};
   if (f == nullptr) throw std::logic_error("shoal::CancelScope::run: awaited outside a shoal task");
-  if (f->cancelled()) throw Cancelled{};
+  if (f->cancelled()) detail::raise_cancelled();
   detail::CancelNode node;
   node.enter(f);
   try {

@@ -102,7 +102,7 @@ Task<std::tuple<detail::Value<Ts>...>> parallel(Task<Ts>... tasks) {
     co_return;
   });
   const bool complete = std::apply([](auto&... o) { return (o.has_value() && ...); }, slots);
-  if (!complete) throw Cancelled{};  // cut off by an outer cancellation
+  if (!complete) detail::raise_cancelled();  // cut off by an outer cancellation
   co_return std::apply([](auto&... o) { return std::tuple<detail::Value<Ts>...>(std::move(*o)...); }, slots);
 }
 
@@ -118,7 +118,7 @@ Task<std::vector<detail::Value<T>>> parallel(std::vector<Task<T>> tasks) {
   std::vector<detail::Value<T>> out;
   out.reserve(slots.size());
   for (auto& o : slots) {
-    if (!o) throw Cancelled{};
+    if (!o) detail::raise_cancelled();
     out.push_back(std::move(*o));
   }
   co_return out;
@@ -150,7 +150,7 @@ Task<detail::RaceResult<T0, Ts...>> race(Task<T0> first, Task<Ts>... rest) {
     co_return;
   });
   if (st.error) std::rethrow_exception(st.error);
-  if (!st.value) throw Cancelled{};  // nobody settled: an outer cancellation
+  if (!st.value) detail::raise_cancelled();  // nobody settled: an outer cancellation
   if constexpr (detail::AllSame<T0, Ts...>::value) {
     if constexpr (!std::is_void_v<T0>) {
       co_return std::visit([](auto& v) -> T0 { return std::move(v); }, *st.value);

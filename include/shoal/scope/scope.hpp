@@ -380,7 +380,7 @@ auto scope(F body) -> Task<typename std::invoke_result_t<F&, Scope&>::value_type
   using R = typename std::invoke_result_t<F&, Scope&>::value_type;
   detail::TaskRecord* f = co_await detail::CurrentRecord{};
   if (f == nullptr) throw std::logic_error("shoal::scope: awaited outside a shoal task");
-  if (f->cancelled()) throw Cancelled{};
+  if (f->cancelled()) detail::raise_cancelled();
   Scope s(f);
   detail::ScopeResult<R> result;
   std::exception_ptr body_error;
@@ -413,7 +413,7 @@ auto scope(F body) -> Task<typename std::invoke_result_t<F&, Scope&>::value_type
   // A cancellation from outside that cut a child off surfaces here even if
   // the body finished: the caller must not take that for completion.
   // (Children that all completed beat a late cancel, like the body's value.)
-  if (s.cut_off_from_outside()) throw Cancelled{};
+  if (s.cut_off_from_outside()) detail::raise_cancelled();
   if constexpr (!std::is_void_v<R>) {
     co_return std::move(*result.value);
   }
@@ -513,9 +513,9 @@ class JoinHandle {
     }
     [[gnu::always_inline]] T await_resume() {  // see CheckpointAwaiter::await_resume
       if (jh_->cell_ == nullptr) throw std::logic_error("shoal::JoinHandle: awaited twice or after being moved from");
-      if (cancelled_) throw Cancelled{};
+      if (cancelled_) detail::raise_cancelled();
       if (cell == nullptr) cell = jh_->cell_;
-      if (cell->join.load(std::memory_order_acquire) != detail::JoinCell::kDone) throw Cancelled{};
+      if (cell->join.load(std::memory_order_acquire) != detail::JoinCell::kDone) detail::raise_cancelled();
       // A child cut off by cancellation has no value. Its Cancelled goes on
       // only into an awaiter that is cancelled too; to any other (e.g. one
       // inside shielded) a missing value is a fault, as in Tokio's
@@ -690,7 +690,7 @@ Task<void> ready_child(std::shared_ptr<ReadyState<T>> st, F fn, Args... args) {
 template <class T, class F, class... Args>
 Task<T> Scope::start_ready(F fn, Args... args) {
   detail::TaskRecord* f = co_await detail::CurrentRecord{};
-  if (f != nullptr && f->cancelled()) throw Cancelled{};  // a cancel point before any side effect
+  if (f != nullptr && f->cancelled()) detail::raise_cancelled();  // a cancel point before any side effect
   auto st = std::make_shared<detail::ReadyState<T>>();
   launch_task(detail::ready_child<T>(st, std::move(fn), std::move(args)...), 0, nullptr,
               {detail::callable_origin<F>(), 0, {}});

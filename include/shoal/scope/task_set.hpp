@@ -383,7 +383,7 @@ class TaskSet::SpawnAwaiter final : private detail::WaitHook {
         set_->check_spawner(record_);
         throw std::logic_error("shoal::TaskSet::spawn: awaited outside the set's body");
       case Outcome::cancelled:
-        throw Cancelled{};
+        detail::raise_cancelled();
       case Outcome::closed:
         return SpawnStatus::closed;
       default:
@@ -391,7 +391,7 @@ class TaskSet::SpawnAwaiter final : private detail::WaitHook {
     }
     if (record_->cancelled()) {  // cancelled while it yielded with a slot
       set_->release_slot();
-      throw Cancelled{};
+      detail::raise_cancelled();
     }
     return std::apply([this](auto&... p) { return set_->start_child(local_, std::move(p)...); }, parts_);
   }
@@ -434,7 +434,7 @@ class TaskSet::IdleAwaiter final : private detail::WaitHook {
       set_->check_spawner(record_);
       throw std::logic_error("shoal::TaskSet::wait_idle: awaited outside the set's body");
     }
-    if (outcome_ == Outcome::cancelled) throw Cancelled{};
+    if (outcome_ == Outcome::cancelled) detail::raise_cancelled();
   }
 
  private:
@@ -468,7 +468,7 @@ Task<void> run_task_set(std::pmr::memory_resource* resource, std::size_t limit, 
                 "shoal::task_set: the body must return shoal::Task<void>");
   TaskRecord* f = co_await CurrentRecord{};
   if (f == nullptr) throw std::logic_error("shoal::task_set: awaited outside a shoal task");
-  if (f->cancelled()) throw Cancelled{};
+  if (f->cancelled()) detail::raise_cancelled();
   TaskSet set(f, resource, limit);
   std::exception_ptr body_error;
   try {

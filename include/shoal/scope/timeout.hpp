@@ -92,7 +92,7 @@ template <class T>
 Task<std::optional<Stored<T>>> run_with_deadline(Clock::time_point deadline, Task<T> task) {
   TaskRecord* f = co_await CurrentRecord{};
   if (f == nullptr) throw std::logic_error("shoal: a deadline awaited outside a shoal task");
-  if (f->cancelled()) throw Cancelled{};
+  if (f->cancelled()) detail::raise_cancelled();
   CancelFrame frame(f, false);
   try {
     frame.arm(deadline);

@@ -98,7 +98,7 @@ const T& once_settle(OnceCore& core, std::optional<T>& slot, std::optional<T>& m
 namespace detail {
 template <class T, class F>
 Task<const T&> once_do_task(Once<T>& once, F init) {
-  if (detail::TaskRecord* f = co_await detail::CurrentRecord{}; f != nullptr && f->cancelled()) throw Cancelled{};
+  if (detail::TaskRecord* f = co_await detail::CurrentRecord{}; f != nullptr && f->cancelled()) detail::raise_cancelled();
   detail::OnceStep step;
   while ((step = detail::once_step(once.core_)) == detail::OnceStep::wait) {
     if (once.core_.state() == detail::OnceCore::running) co_await detail::OnceCore::Awaiter(once.core_);
@@ -146,7 +146,7 @@ class [[nodiscard]] OnceCall {
   }
   const T& await_resume() {
     if (slow_) return TaskAccess::awaiter(slow_).await_resume();
-    if (record_ != nullptr && record_->cancelled()) throw Cancelled{};  // cancelled while it yielded
+    if (record_ != nullptr && record_->cancelled()) detail::raise_cancelled();  // cancelled while it yielded
     return *once_.value_;
   }
 

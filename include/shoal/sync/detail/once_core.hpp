@@ -45,7 +45,7 @@ class OnceCore {
       return suspend(record_of(h), h);
     }
     [[gnu::always_inline]] void await_resume() const {  // see CheckpointAwaiter::await_resume
-      if (cancelled) throw Cancelled{};
+      if (cancelled) detail::raise_cancelled();
     }
 
    private:

@@ -188,7 +188,7 @@ class [[nodiscard]] LockCall {
     if (err_ == Err::no_task) require_task(nullptr, *l_.core, call_);
     if (err_ == Err::self_deadlock) throw_self_deadlock(*l_.core, call_);
     if (err_ == Err::no_memory) throw std::bad_alloc();
-    if (err_ == Err::cancelled || (record_ != nullptr && record_->cancelled())) throw Cancelled{};
+    if (err_ == Err::cancelled || (record_ != nullptr && record_->cancelled())) detail::raise_cancelled();
     if constexpr (M == CallMode::wait) {
       if (slow_) TaskAccess::awaiter(slow_).await_resume();  // Cancelled, having handed on
       Held held(l_, me_);

@@ -1,0 +1,64 @@
+// Raising shoal::Cancelled (include/shoal/detail/raise.hpp): the one
+// out-of-line throw, and the pieces of the direct raise that need the C++
+// runtime's ABI. Its own file so that the model checker links it too.
+#include <cxxabi.h>
+
+#include <cstring>
+#include <exception>
+#include <new>
+#include <utility>
+
+#include "shoal/runtime/errors.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SHOAL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SHOAL_ASAN 1
+#endif
+#endif
+#if SHOAL_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+namespace shoal::detail {
+
+void throw_cancelled() { throw Cancelled{}; }
+
+#if SHOAL_DIRECT_RAISE
+namespace {
+// The Itanium C++ ABI's per-thread exception globals (section 2.2.2):
+// __cxa_throw counts a raise here, and __cxa_begin_catch uncounts it.
+struct EhGlobals {
+  void* caught_exceptions;
+  unsigned int uncaught_exceptions;
+};
+}  // namespace
+
+_Unwind_Exception* new_cancelled_exception() noexcept {
+  // make_exception_ptr allocates and initializes the object exactly as
+  // __cxa_throw does before it raises, and holds one reference: the one a
+  // raise holds until its handler ends.
+  std::exception_ptr ref = std::make_exception_ptr(Cancelled{});
+  static_assert(sizeof ref == sizeof(void*), "libstdc++'s exception_ptr is the address of the thrown object");
+  void* object = nullptr;
+  std::memcpy(&object, &ref, sizeof object);
+  // Hand that reference to the raise: moved into storage never destroyed.
+  alignas(std::exception_ptr) unsigned char keep[sizeof ref];
+  ::new (static_cast<void*>(keep)) std::exception_ptr(std::move(ref));
+  ++reinterpret_cast<EhGlobals*>(abi::__cxa_get_globals())->uncaught_exceptions;
+#if SHOAL_ASAN
+  __asan_handle_no_return();  // what ASan's __cxa_throw interceptor does
+#endif
+  // The ABI puts the unwind header last in __cxa_exception, right before
+  // the thrown object.
+  return static_cast<_Unwind_Exception*>(object) - 1;
+}
+
+void raise_failed(_Unwind_Exception* e) noexcept {
+  abi::__cxa_begin_catch(e);
+  std::terminate();
+}
+#endif
+
+}  // namespace shoal::detail
