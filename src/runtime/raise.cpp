@@ -47,12 +47,20 @@ _Unwind_Exception* new_cancelled_exception() noexcept {
   alignas(std::exception_ptr) unsigned char keep[sizeof ref];
   ::new (static_cast<void*>(keep)) std::exception_ptr(std::move(ref));
   ++reinterpret_cast<EhGlobals*>(abi::__cxa_get_globals())->uncaught_exceptions;
+  // The ABI puts the unwind header last in __cxa_exception, right before
+  // the thrown object, and the handler's object pointer (adjustedPtr) right
+  // before the header. The search phase would set that pointer; Cancelled
+  // has no base class, so every handler that matches it gets the object.
+  auto* header = static_cast<_Unwind_Exception*>(object) - 1;
+  reinterpret_cast<void**>(header)[-1] = object;
+  // No frame designated as the handler's: the cleanup phase stops at the
+  // first handler that matches.
+  header->private_1 = 0;
+  header->private_2 = 0;
 #if SHOAL_ASAN
   __asan_handle_no_return();  // what ASan's __cxa_throw interceptor does
 #endif
-  // The ABI puts the unwind header last in __cxa_exception, right before
-  // the thrown object.
-  return static_cast<_Unwind_Exception*>(object) - 1;
+  return header;
 }
 
 void raise_failed(_Unwind_Exception* e) noexcept {

@@ -101,18 +101,29 @@ TEST(Raise, ARaiseInsideItsOwnHandlerIsASecondException) {
   EXPECT_EQ(std::uncaught_exceptions(), 0);
 }
 
+[[gnu::noinline]] void raise_in_noexcept() noexcept { shoal::detail::raise_cancelled(); }
+
+TEST(RaiseDeathTest, ARaiseThroughANoexceptFrameTerminatesNamingCancelled) {
+  try {
+    EXPECT_DEATH(raise_in_noexcept(), "terminate called after throwing an instance of 'shoal::Cancelled'");
+  } catch (...) {
+    ADD_FAILURE() << "the raise left a noexcept function";
+  }
+}
+
 #if SHOAL_DIRECT_RAISE
 TEST(Raise, TheUnwindHeaderIsTheRuntimesHeaderForTheObject) {
   // The layout the direct raise relies on: the unwind header right before
-  // the object, filled in as a C++ exception ("GNUCC++\0") that the runtime
-  // frees. Catching it by hand releases it as a handler would.
+  // the object and the handler's object pointer right before the header,
+  // filled in as a C++ exception ("GNUCC++\0") that the runtime frees.
+  // Catching it by hand releases it as a handler would.
   _Unwind_Exception* e = shoal::detail::new_cancelled_exception();
   std::uint64_t klass = 0;  // libstdc++ builds the class as a big-endian word of these bytes
   for (char ch : {'G', 'N', 'U', 'C', 'C', '+', '+', '\0'}) klass = klass << 8 | static_cast<unsigned char>(ch);
   EXPECT_EQ(e->exception_class, klass);
   EXPECT_NE(e->exception_cleanup, nullptr);
   EXPECT_EQ(std::uncaught_exceptions(), 1) << "made ready to raise, it counts as in flight";
-  abi::__cxa_begin_catch(e);
+  EXPECT_EQ(abi::__cxa_begin_catch(e), static_cast<void*>(e + 1)) << "a handler gets the object itself";
   const std::type_info* type = abi::__cxa_current_exception_type();
   EXPECT_TRUE(type != nullptr && *type == typeid(Cancelled));
   abi::__cxa_end_catch();

@@ -2,12 +2,19 @@
 //
 // Every cancelled wait throws Cancelled, and in a cancel fan-out the throw
 // is most of a child's cost: the unwinder computes the state of every frame
-// between the raise and the handler, once to search and once to clean up.
-// `throw` raises from inside __cxa_throw, one frame deeper than the wait, so
-// a child's coroutine, whose own catch-all is the handler, costs five frame
-// computations. Raising from the awaiting frame costs three (docs/cancellation.md,
-// "The throw"). The exception is the one `throw Cancelled{}` makes: the same
-// object, type and handlers, counted by std::uncaught_exceptions().
+// from the raise to the handler, once to search for the handler and once to
+// clean up, plus the frame of the unwinder's own entry. `throw` raises from
+// inside __cxa_throw, one frame deeper than the wait: five computations for
+// a cancelled coroutine. raise_cancelled() starts the cleanup phase straight
+// from the waiting frame, as a landing pad resumes one: two.
+//
+// Skipping the search is safe because every raise site runs in a coroutine,
+// and a coroutine's body always has a handler (the catch-all that hands the
+// exception to its promise). The search could only find that handler or a
+// nearer one, and the cleanup phase, asked for no particular frame, stops
+// at the first handler that matches: the same one. A noexcept frame on the
+// way ends in std::terminate, as with `throw`. The exception is the one
+// `throw Cancelled{}` makes (docs/cancellation.md, "The throw").
 #pragma once
 
 // The direct raise needs the Itanium C++ ABI's table-driven unwinder and
@@ -28,20 +35,23 @@ namespace shoal::detail {
 [[noreturn]] void throw_cancelled();
 
 #if SHOAL_DIRECT_RAISE
-/// A new Cancelled in the state __cxa_throw gives it just before it raises:
-/// allocated by the C++ runtime, one reference held by the raise, counted
-/// by std::uncaught_exceptions(). Returns its unwind header.
+/// A new Cancelled in the state __cxa_throw gives it, plus what the search
+/// phase would have recorded: allocated by the C++ runtime, one reference
+/// held by the raise, counted by std::uncaught_exceptions(), no handler
+/// frame designated, the handler's object pointer set. Returns its unwind
+/// header.
 [[gnu::cold]] _Unwind_Exception* new_cancelled_exception() noexcept;
-/// The raise found no handler: what __cxa_throw does then (std::terminate).
+/// Not reached: the cleanup phase ends in a handler (or std::terminate).
 [[noreturn, gnu::cold]] void raise_failed(_Unwind_Exception* e) noexcept;
 #endif
 
 /// Throws shoal::Cancelled. Inlined, so that the unwinder starts at the
-/// caller's frame (await_resume inlined into the waiting coroutine).
+/// caller's frame (await_resume inlined into the waiting coroutine). Call it
+/// only where a handler is certain (in a coroutine, or below one).
 [[noreturn, gnu::always_inline]] inline void raise_cancelled() {
 #if SHOAL_DIRECT_RAISE
   _Unwind_Exception* e = new_cancelled_exception();
-  _Unwind_RaiseException(e);
+  _Unwind_Resume(e);
   raise_failed(e);
 #else
   throw_cancelled();
