@@ -18,8 +18,10 @@
 #pragma once
 
 // The direct raise needs the Itanium C++ ABI's table-driven unwinder and
-// libstdc++'s runtime (the library checks the layout it relies on when it is
-// built). Elsewhere, or with SHOAL_NO_DIRECT_RAISE, raise_cancelled() throws.
+// libstdc++'s runtime (tests/runtime/raise_test.cpp checks the layouts it
+// relies on). Elsewhere, or with SHOAL_NO_DIRECT_RAISE defined for the whole
+// build (the library and everything that includes it), raise_cancelled()
+// throws.
 #if defined(__GLIBCXX__) && defined(__cpp_exceptions) && !defined(SHOAL_NO_DIRECT_RAISE) && \
     !defined(__USING_SJLJ_EXCEPTIONS__) && !defined(__ARM_EABI_UNWINDER__) && __has_include(<unwind.h>)
 #define SHOAL_DIRECT_RAISE 1
