@@ -73,6 +73,13 @@ class Kept {
 
 Task<void> wait_for(ManualEvent& e) { co_await e.wait(); }
 
+/// Raises `peak` to `now` if it is lower. A CAS loop: a load-then-store
+/// could put back a slower task's 2 over another's 3.
+void raise_peak(std::atomic<int>& peak, int now) {
+  for (int seen = peak.load(); now > seen && !peak.compare_exchange_weak(seen, now);) {
+  }
+}
+
 // The exclusive form of each lock: a Mutex, an RwLock's write lock, every
 // permit of a Semaphore.
 template <class F>
@@ -861,7 +868,7 @@ SHOAL_TEST(RwLockCancel, ReadersQueuedBehindACancelledWriterShareTheLock) {
             readers_queued.fetch_add(1);
             co_await shoal::with_read_lock(*l, [&]() -> Task<void> {
               const int now = inside.fetch_add(1) + 1;
-              if (now > peak.load()) peak = now;
+              raise_peak(peak, now);
               if (now == 3) all_in.set();
               co_await all_in.wait();
               inside.fetch_sub(1);
@@ -969,9 +976,7 @@ Task<void> waiters_share_after_release(L& lock, Exclusive exclusive, Shared shar
         s.spawn([&]() -> Task<void> {
           auto body = [&]() -> Task<void> {
             const int now = inside.fetch_add(1) + 1;
-            // A CAS max: a load-then-store lets a slower reader write 2 over 3.
-            for (int seen = peak.load(); now > seen && !peak.compare_exchange_weak(seen, now);) {
-            }
+            raise_peak(peak, now);
             if (now == 3) all_in.set();
             co_await all_in.wait();
           };
