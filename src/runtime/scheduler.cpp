@@ -144,10 +144,11 @@ bool Scheduler::migrate(TaskRecord* f, std::uint8_t slot, bool end_at_long_poll)
       (pin_of(f) != 0 && !soft)) {
     return false;
   }
-  // Pinned there until its next wait or 64 budget yields, or a long poll
-  // (schedule_yield; end_soft_pin): stealing the contenders back apart at
-  // once would only make them contend again.
-  f->flags = (f->flags & ((1u << TaskRecord::kPinShift) - 1 - TaskRecord::kSoftPinPolls)) |
+  // Pinned there for 64 budget yields, until a lock's move waits, or until
+  // a channel's move ends a long poll (count_soft_pin; soft_pin_at_wait):
+  // stealing the contenders back apart at once would only make them
+  // contend again.
+  f->flags = (f->flags & ((1u << TaskRecord::kPinShift) - 1 - TaskRecord::kSoftPinPolls - TaskRecord::kSoftPinLapsed)) |
              TaskRecord::kSoftPin | (end_at_long_poll ? TaskRecord::kSoftPinPolls : 0) |
              (static_cast<std::uint32_t>(slot + 1) << TaskRecord::kPinShift);
   push_pinned_remote(f);  // the target drains its pinned inbox first
@@ -168,6 +169,8 @@ bool Scheduler::push_local(Worker& w, TaskRecord* f) noexcept {
     }
     return false;  // a pinned task is no work for anyone else
   }
+  const bool quiet = (f->flags & TaskRecord::kSoftPinLapsed) != 0;  // see count_soft_pin
+  f->flags &= ~TaskRecord::kSoftPinLapsed;
   bool overflowed = false;
   std::size_t len;
   while ((len = w.local.push(f)) == 0) {
@@ -176,7 +179,7 @@ bool Scheduler::push_local(Worker& w, TaskRecord* f) noexcept {
     injector_.push_batch(overflow);
     overflowed = true;
   }
-  return len == 1 || overflowed;
+  return (len == 1 && !quiet) || overflowed;
 }
 
 void Scheduler::unpark(Worker& w) noexcept {
@@ -256,6 +259,26 @@ void Scheduler::push_ready(TaskRecord* f, bool spawn) noexcept {
   if (push_local(*w, f)) notify_parked();
 }
 
+// One more budget yield (or, for a channel's move, a wait) pinned through;
+// ends the pin at the 64th, or when the poll ending here was long.
+// A channel's move that runs out by count was trading, not computing: it
+// is free for a worker that is up anyway, but its next push wakes nobody
+// (kSoftPinLapsed). Waking the idle worker for it cost a wake, a steal and
+// a move back each time: 540 wakes and 10 % of chan_throughput.
+void Scheduler::count_soft_pin(TaskRecord* f, unsigned awaits) noexcept {
+  const Worker* w = tls_worker;
+  const bool channel = (f->flags & TaskRecord::kSoftPinPolls) != 0;
+  if (channel && (w == nullptr || (to_ns(Clock::now()) - w->pinned_poll_start) * kBudget >
+                                      kLongPinnedPoll * static_cast<std::int64_t>(awaits))) {
+    end_soft_pin(f);
+  } else if ((f->flags & TaskRecord::kSoftPinYields) == TaskRecord::kSoftPinYields) {
+    end_soft_pin(f);
+    if (channel) f->flags |= TaskRecord::kSoftPinLapsed;
+  } else {
+    f->flags += TaskRecord::kSoftPinYield;
+  }
+}
+
 void Scheduler::schedule_yield(TaskRecord* f) noexcept {
   // A task that moved to where its lock's holder runs is free again after
   // 64 budget yields (~8,000 awaits) even if it never waits: tasks that took
@@ -269,16 +292,7 @@ void Scheduler::schedule_yield(TaskRecord* f) noexcept {
   // between its awaits than a cache line's trip between cores costs, so it
   // computes more than it trades and spreading it pays. Numbers in
   // docs/scheduler.md.
-  if ((f->flags & TaskRecord::kSoftPin) != 0) {
-    const Worker* w = tls_worker;
-    if ((f->flags & TaskRecord::kSoftPinYields) == TaskRecord::kSoftPinYields ||
-        ((f->flags & TaskRecord::kSoftPinPolls) != 0 &&
-         (w == nullptr || to_ns(Clock::now()) - w->pinned_poll_start > kLongPinnedPoll))) {
-      end_soft_pin(f);
-    } else {
-      f->flags += TaskRecord::kSoftPinYield;
-    }
-  }
+  if ((f->flags & TaskRecord::kSoftPin) != 0) count_soft_pin(f, kBudget);
   if (Worker* w = tls_worker; w != nullptr && w->sched == this) bump(w->yields);
   push_ready(f, false);
 }
@@ -551,6 +565,19 @@ bool migrate_from(TaskRecord* f, std::coroutine_handle<> h, std::uint8_t to, boo
   if (f->sched == nullptr) return false;
   f->resume = h;
   return f->sched->migrate(f, to, end_at_long_poll);
+}
+void soft_pin_at_wait(TaskRecord* f) noexcept {
+  if ((f->flags & TaskRecord::kSoftPin) == 0) return;
+  if ((f->flags & TaskRecord::kSoftPinPolls) == 0 || f->sched == nullptr) {
+    end_soft_pin(f);
+    return;
+  }
+  // The awaits of the poll that ends here (its budget counts them down), at
+  // least 16: a poll under 1 us is never long, as the clock reads and the
+  // wait's own set-up are a good part of it.
+  const unsigned done = f->budget == 0 ? 1u : static_cast<unsigned>(kBudget - f->budget + 1);
+  const unsigned awaits = done < 16 ? 16u : done;
+  f->sched->count_soft_pin(f, awaits);
 }
 void schedule_batch(Scheduler* s, TaskBatch& batch) noexcept { s->schedule_batch(batch); }
 void pin_to_current_worker(TaskRecord* f) noexcept { f->sched->pin_to_current_worker(f); }

@@ -92,6 +92,9 @@ class Scheduler {
   void schedule(TaskRecord* f) noexcept;
   void schedule_spawn(TaskRecord* f) noexcept;
   void schedule_yield(TaskRecord* f) noexcept;
+  /// A soft-pinned task yields or (a channel's move) waits after `awaits`
+  /// awaits: counts it, and ends the pin at the limit or after a long poll.
+  void count_soft_pin(TaskRecord* f, unsigned awaits) noexcept;
   void schedule_batch(TaskBatch& batch) noexcept;
   void inject(TaskRecord* f) noexcept;
 
@@ -115,6 +118,8 @@ class Scheduler {
   /// such thread at a time also watches the driver (watch.cpp).
   void wait_root(const shim::atomic<bool>& done) noexcept;
   void root_done(shim::atomic<bool>& done) noexcept;
+  /// Workers not parked now (the calling one included): a test seam.
+  std::uint32_t unparked_workers() const noexcept { return idle_.unparked(); }
   WakeCounts wake_counts() const noexcept {
     return {futex_wakes_.load(std::memory_order_relaxed), driver_.wakes()};
   }

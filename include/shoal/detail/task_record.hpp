@@ -91,9 +91,10 @@ struct TaskRecord {
   static constexpr std::uint32_t kStarted = 1;   // Scope::start: the result goes to `cell`
   static constexpr std::uint32_t kLinked = 2;    // in home's task list (linked at its first wait)
   static constexpr std::uint32_t kCellValue = 4;  // `cell` is a JoinCellValue (a non-void result)
-  static constexpr std::uint32_t kSoftPin = 8;   // pinned by a contention move (lock, channel), until its next wait or some yields
-  static constexpr std::uint32_t kSoftPinYield = 16, kSoftPinYields = 0x3f0;  // budget yields pinned through (64 at most)
+  static constexpr std::uint32_t kSoftPin = 8;   // pinned by a contention move (lock, channel), for some yields (a lock's: until its next wait)
+  static constexpr std::uint32_t kSoftPinYield = 16, kSoftPinYields = 0x3f0;  // yields (and a channel's waits) pinned through, 64 at most
   static constexpr std::uint32_t kSoftPinPolls = 0x400;  // the soft pin also ends at a long poll (a channel's move)
+  static constexpr std::uint32_t kSoftPinLapsed = 0x800;  // a channel's pin ran out by count: its next push wakes nobody
   static constexpr unsigned kPinShift = 16;      // flags >> kPinShift: 1 + the worker it is pinned to, or 0
 
   /// seq_cst where a wait's re-check pairs with a canceller (Dekker).
@@ -183,6 +184,11 @@ inline void end_soft_pin(TaskRecord* f) noexcept {
                 TaskRecord::kSoftPinPolls;
   }
 }
+
+/// `f` starts a wait: a lock's move ends here (whatever wakes it may run it
+/// anywhere); a channel's move lasts, counted as a budget yield, since its
+/// wakes come from the peers it moved to join.
+void soft_pin_at_wait(TaskRecord* f) noexcept;
 
 /// Ready to run: from a wake. Goes to the worker's LIFO slot when called on a worker.
 void schedule(TaskRecord* f) noexcept;
