@@ -70,6 +70,10 @@ struct FrameCache {
       if (b == nullptr) return nullptr;
     }
     local[c] = b->next;
+    // The next pop's block: usually freed by another core, so the load of
+    // its link misses (75 % of frame_allocate's samples in spawn_join).
+    // Fetched now, it arrives while this frame is set up.
+    __builtin_prefetch(b->next, 1);
     if (local_count[c] > 0) --local_count[c];
     return b;
   }

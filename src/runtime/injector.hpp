@@ -38,6 +38,15 @@ struct TaskBatch {
   bool empty() const noexcept { return head == nullptr; }
 };
 
+/// A walk of a batch loads each record's first line (its link) and misses:
+/// another core wrote it. The rest of what running it touches, its second
+/// line and its frame's first, is fetched then, so those misses overlap
+/// instead of coming one by one as each task starts.
+inline void prefetch_rest(const TaskRecord* f) noexcept {
+  __builtin_prefetch(reinterpret_cast<const char*>(f) + 64, 1);
+  __builtin_prefetch(f->resume.address(), 1);
+}
+
 /// Hands a batch of ready tasks to `s` (Scheduler::schedule_batch). A free
 /// function so code that only needs this, like the cancel protocol, does not
 /// depend on the scheduler (model tests define their own).
@@ -81,7 +90,10 @@ class Injector {
     }
     if (out.count <= max) return out;
     TaskRecord* last = out.head;
-    for (std::size_t n = 1; n < max; ++n) last = last->next;
+    for (std::size_t n = 1; n < max; ++n) {
+      prefetch_rest(last);
+      last = last->next;
+    }
     TaskBatch rest{last->next, out.tail, out.count - max};
     last->next = nullptr;
     out.tail = last;

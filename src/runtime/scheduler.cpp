@@ -370,7 +370,9 @@ TaskRecord* Scheduler::from_injector(Worker& w) noexcept {
   TaskBatch b = pull_injector(w, want);
   if (b.empty()) return nullptr;
   TaskRecord* first = b.head;
+  prefetch_rest(first);
   for (TaskRecord* f = first->next; f != nullptr;) {
+    prefetch_rest(f);
     TaskRecord* next = f->next;
     push_local(w, f);
     f = next;
