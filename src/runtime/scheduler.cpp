@@ -175,7 +175,13 @@ bool Scheduler::push_local(Worker& w, TaskRecord* f) noexcept {
   std::size_t len;
   while ((len = w.local.push(f)) == 0) {
     TaskBatch overflow;
-    w.local.take_half([&](TaskRecord* x) { overflow.push(x); });
+    TaskRecord* window[kAhead] = {};  // the last kAhead records pushed: each learns who comes kAhead after it
+    w.local.take_half([&](TaskRecord* x) {
+      TaskRecord*& behind = window[overflow.count % kAhead];
+      if (behind != nullptr) behind->ahead = x;
+      behind = x;
+      overflow.push(x);
+    });
     injector_.push_batch(overflow);
     overflowed = true;
   }

@@ -54,6 +54,11 @@ inline constexpr std::uint16_t kBudget = 128;
 
 struct TaskRecord {
   TaskRecord* next = nullptr;                 // run-queue / batch link
+  // A hint beside the link: the record kAhead places further on in an
+  // overflow batch, so a walk of the batch fetches that far ahead instead
+  // of missing on one link after another. Stale outside such a batch; only
+  // ever prefetched, never dereferenced.
+  TaskRecord* ahead = nullptr;
   std::coroutine_handle<> resume;        // innermost suspended frame
   Scheduler* sched = nullptr;
   TaskOwner* owner = nullptr;
