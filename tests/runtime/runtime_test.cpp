@@ -270,9 +270,25 @@ TEST(SchedulerPin, AChannelMoveEndsAtTheYieldAfterALongPollALockMoveDoesNot) {
 // A channel's move is joined by its peers, and they are what wakes it: its
 // pin lasts through a wait (on the worker it moved to), where a lock's ends.
 // A preempted poll ends a pin as long, so the channel gets a few trials.
+// Under a sanitizer the first poll after the move (its clock reads, the
+// sleep's set-up) takes longer than the long-poll rule's 1 us floor, so
+// the channel's half holds only in an uninstrumented build.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr bool kPollsRunSlow = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+constexpr bool kPollsRunSlow = true;
+#else
+constexpr bool kPollsRunSlow = false;
+#endif
+#else
+constexpr bool kPollsRunSlow = false;
+#endif
+
 TEST(SchedulerPin, AChannelMoveLastsThroughAWaitALockMoveDoesNot) {
   shoal::test::Watchdog dog(shoal::test::kWatchdog, "soft pins");
   for (const bool channel : {true, false}) {
+    if (channel && kPollsRunSlow) continue;
     int pinned_after_wait = 0, resumed_elsewhere = 0;
     for (int trial = 0; trial < 20 && !(channel && pinned_after_wait > 0); ++trial) {
       shoal::run(
