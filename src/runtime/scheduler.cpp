@@ -576,7 +576,7 @@ bool migrate_from(TaskRecord* f, std::coroutine_handle<> h, std::uint8_t to, boo
 }
 void soft_pin_at_wait(TaskRecord* f) noexcept {
   if ((f->flags & TaskRecord::kSoftPin) == 0) return;
-  if ((f->flags & TaskRecord::kSoftPinPolls) == 0 || f->sched == nullptr) {
+  if ((f->flags & TaskRecord::kSoftPinPolls) == 0) {  // a pin implies f->sched: only migrate() sets one
     end_soft_pin(f);
     return;
   }

@@ -360,10 +360,11 @@ class Scope final : private detail::ChildGroup {
   // worker that ran the child while the body spawns on another, and beside
   // prepaid_ (written per spawn) the line moved twice per child (86 % of
   // task_done's samples in spawn_join). Padded, not aligned: a Scope lives
-  // in a coroutine frame, which C++20 does not over-align.
-  char live_before_[56] = {};
+  // in a coroutine frame, which C++20 does not over-align. The padding is
+  // never read, so it is left uninitialized.
+  char live_before_[56];
   detail::shim::atomic<std::uint64_t> live_{0};  // 2 * live children, | 1 while the body waits
-  char live_after_[56] = {};
+  char live_after_[56];
 };
 
 /// Runs `body(scope)` on the awaiting task and returns its value once the
