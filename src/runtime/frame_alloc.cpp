@@ -7,13 +7,23 @@
 // list that other threads push frees onto, in batches (a frame spawned on
 // one worker usually finishes on another). The owner drains its remote list
 // when its local list runs dry, so spawn+join never reaches malloc's arena
-// locks in steady state. Caches are never destroyed: a thread that exits
+// locks in steady state. Blocks come from 64 KiB slabs of one size class,
+// carved in order, not from malloc: a burst of a million children cost a
+// malloc, a free and (on a worker's arena) an mprotect per 4 KiB each, half
+// of a one-worker spawn_join. A block past the local list's cap goes back
+// to its slab, and a slab whose blocks are all back is kept as a spare or
+// its pages go back to the system (docs/scheduler.md, "Slabs").
+// Caches are never destroyed: a thread that exits
 // hands its cache back to a pool and a later thread adopts it, so a frame
 // freed after its allocating thread exited still has a live cache to go to.
 // Under ASan the cache is off, so frame use-after-free is still caught.
 #include "shoal/detail/frame_alloc.hpp"
 #include "shoal/detail/task_record.hpp"
+#include "src/runtime/frame_slabs.hpp"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <mutex>
 #include <new>
@@ -54,6 +64,116 @@ struct FreeBlock {
   FreeBlock* next;
 };
 
+// ---- Slabs ------------------------------------------------------------------
+// A slab is kSlabBytes aligned to its size, so a block finds its slab by
+// masking its address; the header takes the first line. Only the owning
+// cache's thread touches a slab's header, so nothing in it is atomic.
+constexpr std::size_t kSlabBytes = std::size_t{64} << 10;
+constexpr std::size_t kSlabHeader = 64;
+constexpr std::size_t kChunkSlabs = 32;  // slabs are mapped 2 MiB at a time
+constexpr std::size_t kSpareSlabs = 32;     // free slabs a cache keeps resident (2 MiB)
+constexpr std::size_t kGiveBackBatch = 32;  // and how many go back to the system at once
+
+struct Slab {
+  Slab* prev;         // the cache's list of slabs with returned blocks
+  Slab* next;         //   (for this slab's class), or the spare/cold lists
+  FreeBlock* free;    // blocks given back to this slab
+  char* bump;         // the next block never handed out
+  std::uint32_t in_use;  // handed out and not given back here
+  std::uint32_t size_class;
+};
+static_assert(sizeof(Slab) <= kSlabHeader);
+
+#ifdef MADV_POPULATE_WRITE
+constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
+#else
+constexpr int kMadvPopulateWrite = 23;  // Linux 5.14; older kernels return EINVAL
+#endif
+
+Slab* slab_of(void* block) noexcept {
+  return reinterpret_cast<Slab*>(reinterpret_cast<std::uintptr_t>(block) & ~(kSlabBytes - 1));
+}
+char* slab_end(Slab* s) noexcept { return reinterpret_cast<char*>(s) + kSlabBytes; }
+
+// Where slabs come from and where their pages go back: chunks mapped once
+// and never unmapped (address space only), and a list of slabs whose pages
+// were given back (MADV_DONTNEED), reused before a new chunk is mapped.
+class SlabSource {
+ public:
+  Slab* take() {
+    {
+      shim::lock_guard<shim::mutex> g(mu_);
+      if (Slab* s = cold_) {
+        cold_ = s->next;
+        --cold_count_;
+        return s;
+      }
+      if (chunk_next_ != chunk_end_) {
+        auto* s = reinterpret_cast<Slab*>(chunk_next_);
+        chunk_next_ += kSlabBytes;
+        return s;
+      }
+    }
+    // Map outside the lock; aligned by over-mapping one slab and trimming.
+    const std::size_t bytes = kChunkSlabs * kSlabBytes;
+    void* m = ::mmap(nullptr, bytes + kSlabBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    auto* raw = static_cast<char*>(m);
+    auto* base = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(raw) + kSlabBytes - 1) & ~(kSlabBytes - 1));
+    if (base != raw) ::munmap(raw, static_cast<std::size_t>(base - raw));
+    if (char* tail = base + bytes; tail != raw + bytes + kSlabBytes) {
+      ::munmap(tail, static_cast<std::size_t>(raw + bytes + kSlabBytes - tail));
+    }
+    shim::lock_guard<shim::mutex> g(mu_);
+    mapped_ += kChunkSlabs;
+    // A chunk left by a racing thread is dropped from carving, not lost:
+    // its remaining slabs go to the cold list (never touched, so not resident).
+    for (char* p = chunk_next_; p != chunk_end_; p += kSlabBytes) push_cold(reinterpret_cast<Slab*>(p));
+    chunk_next_ = base + kSlabBytes;
+    chunk_end_ = base + bytes;
+    return reinterpret_cast<Slab*>(base);
+  }
+  /// Gives the pages of a list of slabs (linked through next) back to the
+  /// system: sorted, so that slabs carved side by side, and freed side by
+  /// side after a burst, go in one madvise (and one TLB shootdown) per run.
+  void give_back(Slab* list) noexcept {
+    Slab* batch[kGiveBackBatch];
+    while (list != nullptr) {
+      std::size_t n = 0;
+      for (; list != nullptr && n < kGiveBackBatch; list = list->next) batch[n++] = list;
+      std::sort(batch, batch + n);
+      for (std::size_t i = 0; i < n;) {
+        std::size_t j = i + 1;
+        while (j < n && reinterpret_cast<char*>(batch[j]) == slab_end(batch[j - 1])) ++j;
+        ::madvise(batch[i], (j - i) * kSlabBytes, MADV_DONTNEED);
+        i = j;
+      }
+      shim::lock_guard<shim::mutex> g(mu_);
+      for (std::size_t i = 0; i < n; ++i) push_cold(batch[i]);
+    }
+  }
+  FrameSlabStats stats() {
+    shim::lock_guard<shim::mutex> g(mu_);
+    const auto uncarved = static_cast<std::size_t>(chunk_end_ - chunk_next_) / kSlabBytes;
+    return FrameSlabStats{mapped_, mapped_ - cold_count_ - uncarved};
+  }
+
+ private:
+  void push_cold(Slab* s) noexcept {
+    s->next = cold_;
+    cold_ = s;
+    ++cold_count_;
+  }
+  shim::mutex mu_;
+  Slab* cold_ = nullptr;
+  std::size_t cold_count_ = 0;
+  std::size_t mapped_ = 0;
+  char* chunk_next_ = nullptr;
+  char* chunk_end_ = nullptr;
+};
+
+SlabSource g_slabs;
+
 struct FrameCache {
   FreeBlock* local[kClasses] = {};
   std::size_t local_count[kClasses] = {};
@@ -79,7 +199,7 @@ struct FrameCache {
   }
   void push_local(std::size_t c, void* p) noexcept {
     if (local_count[c] >= kLocalCap) {
-      ::operator delete(p);
+      give_back(p);
       return;
     }
     auto* b = static_cast<FreeBlock*>(p);
@@ -98,11 +218,109 @@ struct FrameCache {
     for (std::size_t c = 0; c < kClasses; ++c) {
       while (FreeBlock* b = local[c]) {
         local[c] = b->next;
-        ::operator delete(b);
+        give_back(b);
       }
       local_count[c] = 0;
     }
+    g_slabs.give_back(spare);  // an exited thread's cache keeps nothing resident
+    spare = nullptr;
+    spare_count = 0;
   }
+
+  /// A block from a slab: one given back to a slab, else a new one carved.
+  /// Called when the local and remote lists are empty.
+  void* refill(std::size_t c) {
+    if (Slab* s = partial[c]) {
+      FreeBlock* b = s->free;
+      if (b->next == nullptr) unlist(c, s);  // its last: it leaves the list
+      s->free = b->next;
+      ++s->in_use;
+      return b;
+    }
+    const std::size_t size = (c + 1) * kGranule;
+    Slab* s = carving[c];
+    if (s == nullptr || s->bump + size > slab_end(s)) {
+      // A class that used up a slab is in a burst: its next slab is faulted
+      // in by one call rather than a page fault per 4 KiB.
+      s = new_slab(c, /*populate=*/s != nullptr);
+      // The slab carved before stays where its blocks are: handed out, or
+      // in the partial list; it is released when its last block comes back.
+      carving[c] = s;
+    }
+    char* p = s->bump;
+    s->bump += size;
+    ++s->in_use;
+    return p;
+  }
+
+  /// Returns a block to its slab (owner thread only): a slab whose blocks
+  /// are all back is released, unless new blocks are still carved from it.
+  void give_back(void* p) noexcept {
+    Slab* s = slab_of(p);
+    const std::size_t c = s->size_class;
+    auto* b = static_cast<FreeBlock*>(p);
+    if (s->free == nullptr) list(c, s);
+    b->next = s->free;
+    s->free = b;
+    if (--s->in_use != 0) return;
+    unlist(c, s);
+    s->free = nullptr;
+    if (s == carving[c]) {
+      s->bump = reinterpret_cast<char*>(s) + kSlabHeader;  // carve it again from the start
+      return;
+    }
+    release(s);
+  }
+
+ private:
+  Slab* new_slab(std::size_t c, bool populate) {
+    Slab* s = spare;
+    if (s != nullptr) {
+      spare = s->next;
+      --spare_count;
+    } else {
+      s = g_slabs.take();
+      if (populate) ::madvise(s, kSlabBytes, kMadvPopulateWrite);  // a kernel without it: faults as usual
+    }
+    s->prev = s->next = nullptr;
+    s->free = nullptr;
+    s->bump = reinterpret_cast<char*>(s) + kSlabHeader;
+    s->in_use = 0;
+    s->size_class = static_cast<std::uint32_t>(c);
+    return s;
+  }
+  // A free slab is kept, warm, for the next burst; once a batch more than
+  // kSpareSlabs are kept, the coldest batch goes back to the system.
+  void release(Slab* s) noexcept {
+    s->next = spare;
+    spare = s;
+    if (++spare_count < kSpareSlabs + kGiveBackBatch) return;
+    Slab* last_kept = spare;
+    for (std::size_t i = 1; i < kSpareSlabs; ++i) last_kept = last_kept->next;
+    g_slabs.give_back(last_kept->next);
+    last_kept->next = nullptr;
+    spare_count = kSpareSlabs;
+  }
+  void list(std::size_t c, Slab* s) noexcept {
+    s->prev = nullptr;
+    s->next = partial[c];
+    if (partial[c] != nullptr) partial[c]->prev = s;
+    partial[c] = s;
+  }
+  void unlist(std::size_t c, Slab* s) noexcept {
+    if (s->free == nullptr) return;  // not listed
+    if (s->prev != nullptr) {
+      s->prev->next = s->next;
+    } else {
+      partial[c] = s->next;
+    }
+    if (s->next != nullptr) s->next->prev = s->prev;
+  }
+
+  Slab* carving[kClasses] = {};  // where new blocks of each class are carved
+  Slab* partial[kClasses] = {};  // slabs with blocks given back
+  Slab* spare = nullptr;
+  std::size_t spare_count = 0;
 };
 
 shim::mutex g_pool_mu;
@@ -210,7 +428,7 @@ void* frame_allocate(std::size_t size) {
   if (c < kClasses && !tls_cache_dead) {
     FrameCache* cache = tls_cache.get();
     void* raw = cache->pop(c);
-    if (raw == nullptr) raw = ::operator new((c + 1) * kGranule);
+    if (raw == nullptr) raw = cache->refill(c);
     return ::new (raw) Header{cache, Source::cache, static_cast<std::uint32_t>(c)} + 1;
   }
 #endif
@@ -255,6 +473,14 @@ TaskRecord* allocate_record() { return ::new (frame_allocate(sizeof(TaskRecord))
 void free_record(TaskRecord* f) noexcept {
   f->~TaskRecord();
   frame_deallocate(f, sizeof(TaskRecord));
+}
+
+FrameSlabStats frame_slab_stats() {
+#if SHOAL_FRAME_CACHE
+  return g_slabs.stats();
+#else
+  return {};
+#endif
 }
 
 }  // namespace shoal::detail

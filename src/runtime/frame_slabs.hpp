@@ -1,0 +1,17 @@
+// The frame cache's slabs, as tests and diagnostics see them
+// (src/runtime/frame_alloc.cpp).
+#pragma once
+
+#include <cstddef>
+
+namespace shoal::detail {
+
+struct FrameSlabStats {
+  std::size_t mapped = 0;    // slabs ever mapped (64 KiB each)
+  std::size_t resident = 0;  // slabs handed to a cache and not given back to the system
+};
+
+/// Zero everywhere when the cache is off (ASan builds).
+FrameSlabStats frame_slab_stats();
+
+}  // namespace shoal::detail

@@ -1,0 +1,165 @@
+// The frame cache's slabs (src/runtime/frame_alloc.cpp): blocks come from
+// 64 KiB slabs of one size class; a burst's slabs go back to the system
+// once their blocks are all freed, except a few kept warm; slabs given back
+// are reused before new ones are mapped. The cache is off under ASan, where
+// these tests skip.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "shoal/detail/frame_alloc.hpp"
+#include "src/runtime/frame_slabs.hpp"
+
+namespace {
+
+using shoal::detail::frame_allocate;
+using shoal::detail::frame_deallocate;
+using shoal::detail::frame_slab_stats;
+using shoal::detail::FrameSlabStats;
+
+constexpr std::size_t kBlock = 112;  // with the 16-byte header, the 128-byte class
+constexpr std::size_t kBurst = 200'000;  // about 390 slabs
+constexpr std::size_t kSlabBlocks = (64 * 1024 - 64) / 128;
+
+// Bounds from the cache's constants: the free slabs it keeps warm (32) plus
+// the batch in hand before the coldest go back (32), the slabs holding the
+// local list's 4,096 blocks, and the slab it carves from.
+constexpr std::size_t kMaxKeptSlabs = 32 + 32 + 4096 / kSlabBlocks + 2;
+
+// Runs fn on a thread of its own, so it has a cache of its own, and the
+// cache's thread exit runs before the caller looks.
+template <class Fn>
+void on_own_thread(Fn&& fn) {
+  std::thread t(std::forward<Fn>(fn));
+  t.join();
+}
+
+bool cache_is_on() {
+  bool on = false;
+  on_own_thread([&] {
+    void* p = frame_allocate(kBlock);
+    on = frame_slab_stats().mapped != 0;
+    frame_deallocate(p, kBlock);
+  });
+  return on;
+}
+
+TEST(FrameCache, ABurstsSlabsGoBackToTheSystemOnceItsFramesAreFreed) {
+  if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
+  on_own_thread([] {
+    const FrameSlabStats before = frame_slab_stats();
+    std::vector<void*> blocks(kBurst);
+    for (auto& p : blocks) p = frame_allocate(kBlock);
+    const FrameSlabStats full = frame_slab_stats();
+    EXPECT_GE(full.resident - before.resident, kBurst / kSlabBlocks);
+    for (void* p : blocks) frame_deallocate(p, kBlock);
+    const FrameSlabStats after = frame_slab_stats();
+    EXPECT_LE(after.resident - std::min(after.resident, before.resident), kMaxKeptSlabs)
+        << "of " << full.resident - before.resident << " slabs the burst took";
+  });
+}
+
+TEST(FrameCache, ALiveFrameKeepsItsOwnSlabOnly) {
+  if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
+  on_own_thread([] {
+    const FrameSlabStats before = frame_slab_stats();
+    std::vector<void*> blocks(kBurst);
+    for (auto& p : blocks) p = frame_allocate(kBlock);
+    void* survivor = std::exchange(blocks[kBurst / 2], nullptr);
+    std::memset(survivor, 0x5a, kBlock);
+    for (void* p : blocks) {
+      if (p != nullptr) frame_deallocate(p, kBlock);
+    }
+    const FrameSlabStats after = frame_slab_stats();
+    EXPECT_LE(after.resident - std::min(after.resident, before.resident), kMaxKeptSlabs + 1);
+    // Its slab was not given back under it.
+    for (std::size_t i = 0; i < kBlock; ++i) ASSERT_EQ(static_cast<unsigned char*>(survivor)[i], 0x5a);
+    frame_deallocate(survivor, kBlock);
+  });
+}
+
+TEST(FrameCache, SlabsGivenBackAreReusedBeforeNewOnesAreMapped) {
+  if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
+  auto burst = [] {
+    std::vector<void*> blocks(kBurst);
+    for (auto& p : blocks) p = frame_allocate(kBlock);
+    for (void* p : blocks) frame_deallocate(p, kBlock);
+  };
+  on_own_thread(burst);
+  const FrameSlabStats first = frame_slab_stats();
+  on_own_thread(burst);
+  on_own_thread(burst);
+  const FrameSlabStats third = frame_slab_stats();
+  EXPECT_LE(third.mapped - first.mapped, 32u) << "at most one new chunk: the slabs of the first burst are reused";
+}
+
+TEST(FrameCache, BlocksFreedOnAnotherThreadComeBackToTheirOwner) {
+  if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
+  on_own_thread([] {
+    constexpr std::size_t kN = 10'000;
+    std::vector<void*> blocks(kN);
+    for (auto& p : blocks) p = frame_allocate(kBlock);
+    std::vector<void*> freed = blocks;
+    std::sort(freed.begin(), freed.end());
+    on_own_thread([&] {
+      for (void* p : blocks) frame_deallocate(p, kBlock);
+    });
+    const FrameSlabStats before = frame_slab_stats();
+    std::size_t reused = 0;
+    for (auto& p : blocks) {
+      p = frame_allocate(kBlock);
+      reused += std::binary_search(freed.begin(), freed.end(), p) ? 1 : 0;
+    }
+    EXPECT_EQ(reused, kN) << "every block freed elsewhere is handed out again by its owner";
+    EXPECT_EQ(frame_slab_stats().mapped, before.mapped);
+    for (void* p : blocks) frame_deallocate(p, kBlock);
+  });
+}
+
+TEST(FrameCache, EveryClassHandsOutAlignedBlocksThatDoNotOverlap) {
+  if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
+  on_own_thread([] {
+    struct Block {
+      unsigned char* p;
+      std::size_t size;
+    };
+    std::vector<Block> blocks;
+    for (int round = 0; round < 3; ++round) {
+      for (std::size_t size = 1; size <= 1008; size += 7) {
+        for (int k = 0; k < 40; ++k) {
+          auto* p = static_cast<unsigned char*>(frame_allocate(size));
+          ASSERT_EQ(reinterpret_cast<std::uintptr_t>(p) % 16, 0u) << "size " << size;
+          std::memset(p, static_cast<int>(blocks.size() & 0xff), size);
+          blocks.push_back({p, size});
+        }
+      }
+      // Free every other block, so the next round mixes reused and new ones.
+      std::vector<Block> kept;
+      for (std::size_t i = 0; i < blocks.size(); ++i) {
+        const Block& b = blocks[i];
+        for (std::size_t j = 0; j < b.size; ++j) {
+          ASSERT_EQ(b.p[j], static_cast<unsigned char>(i & 0xff)) << "block " << i << " was overwritten";
+        }
+        if (i % 2 == 0) {
+          frame_deallocate(b.p, b.size);
+        } else {
+          kept.push_back(b);
+        }
+      }
+      blocks.clear();
+      for (const Block& b : kept) {
+        std::memset(b.p, static_cast<int>(blocks.size() & 0xff), b.size);
+        blocks.push_back(b);
+      }
+    }
+    for (const Block& b : blocks) frame_deallocate(b.p, b.size);
+  });
+}
+
+}  // namespace
