@@ -11,8 +11,9 @@
 // carved in order, not from malloc: a burst of a million children cost a
 // malloc, a free and (on a worker's arena) an mprotect per 4 KiB each, half
 // of a one-worker spawn_join. A block past the local list's cap goes back
-// to its slab, and a slab whose blocks are all back is kept as a spare or
-// its pages go back to the system (docs/scheduler.md, "Slabs").
+// to its slab, and a slab whose blocks are all back is kept as a spare;
+// spares past a few go back to the system when the thread parks
+// (docs/scheduler.md, "Slabs").
 // Caches are never destroyed: a thread that exits
 // hands its cache back to a pool and a later thread adopts it, so a frame
 // freed after its allocating thread exited still has a live cache to go to.
@@ -24,6 +25,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <new>
@@ -71,8 +73,13 @@ struct FreeBlock {
 constexpr std::size_t kSlabBytes = std::size_t{64} << 10;
 constexpr std::size_t kSlabHeader = 64;
 constexpr std::size_t kChunkSlabs = 32;  // slabs are mapped 2 MiB at a time
-constexpr std::size_t kSpareSlabs = 32;     // free slabs a cache keeps resident (2 MiB)
-constexpr std::size_t kGiveBackBatch = 32;  // and how many go back to the system at once
+constexpr std::size_t kSpareSlabs = 32;     // free slabs a cache keeps resident when idle (2 MiB)
+constexpr std::size_t kGiveBackBatch = 32;  // how many go back to the system at once
+// More are kept, warm, while the thread stays busy: until it parks
+// (frame_cache_trim), or once it has been freeing slabs past kSpareSlabs
+// for this long. Giving pages back costs the kernel about as much as
+// faulting them in; a one-worker spawn_join paid 12 % for it in its run.
+constexpr std::chrono::nanoseconds kKeepWarm = std::chrono::seconds(1);
 
 struct Slab {
   Slab* prev;         // the cache's list of slabs with returned blocks
@@ -289,18 +296,36 @@ struct FrameCache {
     s->size_class = static_cast<std::uint32_t>(c);
     return s;
   }
-  // A free slab is kept, warm, for the next burst; once a batch more than
-  // kSpareSlabs are kept, the coldest batch goes back to the system.
+  // A free slab is kept, warm, for the next burst. Past kSpareSlabs the
+  // clock is read once a batch: spares kept longer than kKeepWarm while
+  // the thread never parked go back now.
   void release(Slab* s) noexcept {
     s->next = spare;
     spare = s;
-    if (++spare_count < kSpareSlabs + kGiveBackBatch) return;
+    ++spare_count;
+    if (spare_count < kSpareSlabs || (spare_count - kSpareSlabs) % kGiveBackBatch != 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (spare_count == kSpareSlabs) {
+      warm_since = now;
+    } else if (now - warm_since >= kKeepWarm) {
+      trim();
+    }
+  }
+
+ public:
+  /// Gives back all but kSpareSlabs free slabs, the most recently freed
+  /// (warmest) kept.
+  void trim() noexcept {
+    if (spare_count <= kSpareSlabs) return;
     Slab* last_kept = spare;
     for (std::size_t i = 1; i < kSpareSlabs; ++i) last_kept = last_kept->next;
     g_slabs.give_back(last_kept->next);
     last_kept->next = nullptr;
     spare_count = kSpareSlabs;
+    warm_since = std::chrono::steady_clock::now();
   }
+
+ private:
   void list(std::size_t c, Slab* s) noexcept {
     s->prev = nullptr;
     s->next = partial[c];
@@ -321,6 +346,7 @@ struct FrameCache {
   Slab* partial[kClasses] = {};  // slabs with blocks given back
   Slab* spare = nullptr;
   std::size_t spare_count = 0;
+  std::chrono::steady_clock::time_point warm_since{};  // since the spares last reached kSpareSlabs
 };
 
 shim::mutex g_pool_mu;
@@ -473,6 +499,12 @@ TaskRecord* allocate_record() { return ::new (frame_allocate(sizeof(TaskRecord))
 void free_record(TaskRecord* f) noexcept {
   f->~TaskRecord();
   frame_deallocate(f, sizeof(TaskRecord));
+}
+
+void frame_cache_trim() noexcept {
+#if SHOAL_FRAME_CACHE
+  if (!tls_cache_dead && tls_cache.cache != nullptr) tls_cache.cache->trim();
+#endif
 }
 
 FrameSlabStats frame_slab_stats() {

@@ -14,4 +14,9 @@ struct FrameSlabStats {
 /// Zero everywhere when the cache is off (ASan builds).
 FrameSlabStats frame_slab_stats();
 
+/// Gives the calling thread's free slabs back to the system, but for a
+/// few kept warm. A worker calls it as it parks: a burst's memory goes
+/// back once the burst is over, not on the path of the tasks that end it.
+void frame_cache_trim() noexcept;
+
 }  // namespace shoal::detail

@@ -24,6 +24,7 @@
 // the driver watch (watch.cpp) sees the driver untouched and wakes a sleeper
 // to take it.
 #include "src/runtime/scheduler.hpp"
+#include "src/runtime/frame_slabs.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -461,6 +462,7 @@ void Scheduler::park(Worker& w) noexcept {
   }
   w.driving = true;  // if this park turns into a drive, what it wakes gathers in w.woke
   bump(w.parks);
+  frame_cache_trim();  // a burst's free slabs go back now, off its tasks' path
   w.parker.park(driver_);
   w.driving = false;
   w.searching = idle_.unpark(w.index);

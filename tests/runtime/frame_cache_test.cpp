@@ -1,11 +1,12 @@
 // The frame cache's slabs (src/runtime/frame_alloc.cpp): blocks come from
-// 64 KiB slabs of one size class; a burst's slabs go back to the system
-// once their blocks are all freed, except a few kept warm; slabs given back
-// are reused before new ones are mapped. The cache is off under ASan, where
-// these tests skip.
+// 64 KiB slabs of one size class; a burst's free slabs stay warm while the
+// thread is busy and go back to the system, but for a few, when it parks
+// (or has been freeing for a second); slabs given back are reused before
+// new ones are mapped. The cache is off under ASan, where these tests skip.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -14,11 +15,13 @@
 #include <vector>
 
 #include "shoal/detail/frame_alloc.hpp"
+#include "shoal/shoal.hpp"
 #include "src/runtime/frame_slabs.hpp"
 
 namespace {
 
 using shoal::detail::frame_allocate;
+using shoal::detail::frame_cache_trim;
 using shoal::detail::frame_deallocate;
 using shoal::detail::frame_slab_stats;
 using shoal::detail::FrameSlabStats;
@@ -27,10 +30,14 @@ constexpr std::size_t kBlock = 112;  // with the 16-byte header, the 128-byte cl
 constexpr std::size_t kBurst = 200'000;  // about 390 slabs
 constexpr std::size_t kSlabBlocks = (64 * 1024 - 64) / 128;
 
-// Bounds from the cache's constants: the free slabs it keeps warm (32) plus
-// the batch in hand before the coldest go back (32), the slabs holding the
-// local list's 4,096 blocks, and the slab it carves from.
-constexpr std::size_t kMaxKeptSlabs = 32 + 32 + 4096 / kSlabBlocks + 2;
+// Bounds from the cache's constants: the free slabs it keeps warm when
+// idle (32), the slabs holding the local list's 4,096 blocks, and the slab
+// it carves from.
+constexpr std::size_t kMaxKeptSlabs = 32 + 4096 / kSlabBlocks + 2;
+
+std::size_t grown(const FrameSlabStats& now, const FrameSlabStats& before) {
+  return now.resident - std::min(now.resident, before.resident);
+}
 
 // Runs fn on a thread of its own, so it has a cache of its own, and the
 // cache's thread exit runs before the caller looks.
@@ -50,19 +57,65 @@ bool cache_is_on() {
   return on;
 }
 
-TEST(FrameCache, ABurstsSlabsGoBackToTheSystemOnceItsFramesAreFreed) {
+TEST(FrameCache, ABurstsFreeSlabsStayWarmUntilTheThreadTrimsThenGoBack) {
   if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
   on_own_thread([] {
     const FrameSlabStats before = frame_slab_stats();
     std::vector<void*> blocks(kBurst);
     for (auto& p : blocks) p = frame_allocate(kBlock);
-    const FrameSlabStats full = frame_slab_stats();
-    EXPECT_GE(full.resident - before.resident, kBurst / kSlabBlocks);
+    const std::size_t took = grown(frame_slab_stats(), before);
+    EXPECT_GE(took, kBurst / kSlabBlocks);
     for (void* p : blocks) frame_deallocate(p, kBlock);
-    const FrameSlabStats after = frame_slab_stats();
-    EXPECT_LE(after.resident - std::min(after.resident, before.resident), kMaxKeptSlabs)
-        << "of " << full.resident - before.resident << " slabs the burst took";
+    EXPECT_EQ(grown(frame_slab_stats(), before), took) << "kept warm while the thread is busy";
+    frame_cache_trim();
+    EXPECT_LE(grown(frame_slab_stats(), before), kMaxKeptSlabs) << "of " << took << " slabs the burst took";
   });
+}
+
+TEST(FrameCache, AThreadFreeingForOverASecondGivesBackWithoutParking) {
+  if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
+  on_own_thread([] {
+    const FrameSlabStats before = frame_slab_stats();
+    std::vector<void*> blocks(kBurst);
+    for (auto& p : blocks) p = frame_allocate(kBlock);
+    // Half now: past the 32 kept, the spares start their second.
+    std::size_t i = 0;
+    for (; i < kBurst / 2; ++i) frame_deallocate(blocks[i], kBlock);
+    const std::size_t warm = grown(frame_slab_stats(), before);
+    EXPECT_GT(warm, kMaxKeptSlabs + 32);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the condition under test is time
+    // A batch more (32 slabs) reaches the next check of the clock.
+    for (const std::size_t end = i + 33 * kSlabBlocks; i < end; ++i) frame_deallocate(blocks[i], kBlock);
+    // Left: the slabs of the blocks still live, the 32 kept, and what this
+    // batch freed after its check.
+    const std::size_t live = (kBurst - i) / kSlabBlocks + 2;
+    EXPECT_LE(grown(frame_slab_stats(), before), live + kMaxKeptSlabs + 32) << "of " << warm << " resident";
+    for (; i < kBurst; ++i) frame_deallocate(blocks[i], kBlock);
+  });
+}
+
+TEST(FrameCache, AWorkerGivesABurstsSlabsBackWhenItParks) {
+  if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
+  const FrameSlabStats before = frame_slab_stats();
+  shoal::Runtime rt(shoal::RuntimeOptions::with_workers(1));
+  std::size_t took = 0;
+  rt.block_on([&]() -> shoal::Task<void> {
+    co_await shoal::scope([&](shoal::Scope& s) -> shoal::Task<void> {
+      for (std::size_t i = 0; i < kBurst; ++i) s.spawn([]() -> shoal::Task<void> { co_return; });
+      took = grown(frame_slab_stats(), before);
+      co_return;
+    });
+  }());
+  EXPECT_GE(took, kBurst / kSlabBlocks);
+  // The worker parks once the burst is over; wait for its trim, bounded.
+  // What it keeps: 32 spares, the slabs its two classes' local lists hold
+  // (4,096 blocks each, at most 16 slabs), and two slabs it carves from.
+  constexpr std::size_t kKept = 32 + 2 * 16 + 2;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (grown(frame_slab_stats(), before) > kKept && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_LE(grown(frame_slab_stats(), before), kKept) << "of " << took << " slabs the burst took";
 }
 
 TEST(FrameCache, ALiveFrameKeepsItsOwnSlabOnly) {
@@ -76,8 +129,8 @@ TEST(FrameCache, ALiveFrameKeepsItsOwnSlabOnly) {
     for (void* p : blocks) {
       if (p != nullptr) frame_deallocate(p, kBlock);
     }
-    const FrameSlabStats after = frame_slab_stats();
-    EXPECT_LE(after.resident - std::min(after.resident, before.resident), kMaxKeptSlabs + 1);
+    frame_cache_trim();
+    EXPECT_LE(grown(frame_slab_stats(), before), kMaxKeptSlabs + 1);
     // Its slab was not given back under it.
     for (std::size_t i = 0; i < kBlock; ++i) ASSERT_EQ(static_cast<unsigned char*>(survivor)[i], 0x5a);
     frame_deallocate(survivor, kBlock);
