@@ -72,6 +72,7 @@ struct FreeBlock {
 // cache's thread touches a slab's header, so nothing in it is atomic.
 constexpr std::size_t kSlabBytes = std::size_t{64} << 10;
 constexpr std::size_t kSlabHeader = 64;
+constexpr std::size_t kColours = 16;  // start offsets, a line apart (at most 960 bytes of a slab)
 constexpr std::size_t kChunkSlabs = 32;  // slabs are mapped 2 MiB at a time
 constexpr std::size_t kSpareSlabs = 32;     // free slabs a cache keeps resident when idle (2 MiB)
 constexpr std::size_t kGiveBackBatch = 32;  // how many go back to the system at once
@@ -88,6 +89,7 @@ struct Slab {
   char* bump;         // the next block never handed out
   std::uint32_t in_use;  // handed out and not given back here
   std::uint32_t size_class;
+  char* start;        // the first block: past the header and the slab's colour
 };
 static_assert(sizeof(Slab) <= kSlabHeader);
 
@@ -273,7 +275,7 @@ struct FrameCache {
     unlist(c, s);
     s->free = nullptr;
     if (s == carving[c]) {
-      s->bump = reinterpret_cast<char*>(s) + kSlabHeader;  // carve it again from the start
+      s->bump = s->start;  // carve it again from the start
       return;
     }
     release(s);
@@ -291,7 +293,12 @@ struct FrameCache {
     }
     s->prev = s->next = nullptr;
     s->free = nullptr;
-    s->bump = reinterpret_cast<char*>(s) + kSlabHeader;
+    // Colour: each slab starts its blocks at a different line, so that the
+    // first blocks of different classes and slabs do not all sit at one
+    // offset in their pages (the same L1 sets, and 4 KiB aliasing between
+    // a store to one and a load from another).
+    s->start = reinterpret_cast<char*>(s) + kSlabHeader + (next_colour++ % kColours) * 64;
+    s->bump = s->start;
     s->in_use = 0;
     s->size_class = static_cast<std::uint32_t>(c);
     return s;
@@ -346,6 +353,7 @@ struct FrameCache {
   Slab* partial[kClasses] = {};  // slabs with blocks given back
   Slab* spare = nullptr;
   std::size_t spare_count = 0;
+  std::size_t next_colour = 0;
   std::chrono::steady_clock::time_point warm_since{};  // since the spares last reached kSpareSlabs
 };
 
