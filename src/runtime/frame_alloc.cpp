@@ -76,9 +76,9 @@ constexpr std::size_t kColours = 16;  // start offsets, a line apart (at most 96
 constexpr std::size_t kChunkSlabs = 32;  // slabs are mapped 2 MiB at a time
 constexpr std::size_t kSpareSlabs = 32;     // free slabs a cache keeps resident when idle (2 MiB)
 constexpr std::size_t kGiveBackBatch = 32;  // how many go back to the system at once
-// More are kept, warm, while the thread stays busy: until it parks
-// (frame_cache_trim), or once it has been freeing slabs past kSpareSlabs
-// for this long. Giving pages back costs the kernel about as much as
+// More are kept, warm, while the thread stays busy: until it has nothing
+// to run (frame_cache_trim_batch, from Scheduler::park), or once it has
+// been freeing slabs past kSpareSlabs for this long. Giving pages back costs the kernel about as much as
 // faulting them in; a one-worker spawn_join paid 12 % for it in its run.
 constexpr std::chrono::nanoseconds kKeepWarm = std::chrono::seconds(1);
 
@@ -105,18 +105,16 @@ Slab* slab_of(void* block) noexcept {
 char* slab_end(Slab* s) noexcept { return reinterpret_cast<char*>(s) + kSlabBytes; }
 
 // Where slabs come from and where their pages go back: chunks mapped once
-// and never unmapped (address space only), and a list of slabs whose pages
-// were given back (MADV_DONTNEED), reused before a new chunk is mapped.
+// and never unmapped (address space only), and the slabs whose pages were
+// given back (MADV_DONTNEED), reused before a new chunk is mapped. Those
+// are kept in an array of their own, not linked through themselves: a
+// write into a given-back slab would fault a page of it back in.
 class SlabSource {
  public:
   Slab* take() {
     {
       shim::lock_guard<shim::mutex> g(mu_);
-      if (Slab* s = cold_) {
-        cold_ = s->next;
-        --cold_count_;
-        return s;
-      }
+      if (cold_count_ != 0) return cold_[--cold_count_];
       if (chunk_next_ != chunk_end_) {
         auto* s = reinterpret_cast<Slab*>(chunk_next_);
         chunk_next_ += kSlabBytes;
@@ -134,10 +132,17 @@ class SlabSource {
       ::munmap(tail, static_cast<std::size_t>(raw + bytes + kSlabBytes - tail));
     }
     shim::lock_guard<shim::mutex> g(mu_);
+    if (cold_ == nullptr || mapped_ + kChunkSlabs > kMaxSlabs) {
+      if (cold_ == nullptr) cold_ = map_cold_array();
+      if (cold_ == nullptr || mapped_ + kChunkSlabs > kMaxSlabs) {
+        ::munmap(base, bytes);
+        throw std::bad_alloc();
+      }
+    }
     mapped_ += kChunkSlabs;
     // A chunk left by a racing thread is dropped from carving, not lost:
-    // its remaining slabs go to the cold list (never touched, so not resident).
-    for (char* p = chunk_next_; p != chunk_end_; p += kSlabBytes) push_cold(reinterpret_cast<Slab*>(p));
+    // its remaining slabs go with the cold ones (never touched: not resident).
+    for (char* p = chunk_next_; p != chunk_end_; p += kSlabBytes) cold_[cold_count_++] = reinterpret_cast<Slab*>(p);
     chunk_next_ = base + kSlabBytes;
     chunk_end_ = base + bytes;
     return reinterpret_cast<Slab*>(base);
@@ -158,7 +163,7 @@ class SlabSource {
         i = j;
       }
       shim::lock_guard<shim::mutex> g(mu_);
-      for (std::size_t i = 0; i < n; ++i) push_cold(batch[i]);
+      for (std::size_t i = 0; i < n; ++i) cold_[cold_count_++] = batch[i];  // room for every mapped slab
     }
   }
   FrameSlabStats stats() {
@@ -168,13 +173,17 @@ class SlabSource {
   }
 
  private:
-  void push_cold(Slab* s) noexcept {
-    s->next = cold_;
-    cold_ = s;
-    ++cold_count_;
+  // Room for a pointer to every slab there can be (64 GiB of them): 8 MiB
+  // of address space, a page resident per 512 slabs given back.
+  static constexpr std::size_t kMaxSlabs = std::size_t{1} << 20;
+  static Slab** map_cold_array() noexcept {
+    void* m = ::mmap(nullptr, kMaxSlabs * sizeof(Slab*), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return m == MAP_FAILED ? nullptr : static_cast<Slab**>(m);
   }
+
   shim::mutex mu_;
-  Slab* cold_ = nullptr;
+  Slab** cold_ = nullptr;
   std::size_t cold_count_ = 0;
   std::size_t mapped_ = 0;
   char* chunk_next_ = nullptr;
@@ -231,7 +240,7 @@ struct FrameCache {
       }
       local_count[c] = 0;
     }
-    g_slabs.give_back(spare);  // an exited thread's cache keeps nothing resident
+    g_slabs.give_back(spare);  // an exited thread's cache keeps no free slab resident
     spare = nullptr;
     spare_count = 0;
   }
@@ -304,8 +313,10 @@ struct FrameCache {
     return s;
   }
   // A free slab is kept, warm, for the next burst. Past kSpareSlabs the
-  // clock is read once a batch: spares kept longer than kKeepWarm while
-  // the thread never parked go back now.
+  // clock is read once a batch: once spares have been kept past
+  // kSpareSlabs for kKeepWarm while the thread never parked, each check
+  // gives two batches back, so they drain while the frees go on, a batch
+  // at a time rather than all at once on one task's path.
   void release(Slab* s) noexcept {
     s->next = spare;
     spare = s;
@@ -315,21 +326,28 @@ struct FrameCache {
     if (spare_count == kSpareSlabs) {
       warm_since = now;
     } else if (now - warm_since >= kKeepWarm) {
-      trim();
+      if (trim_batch()) trim_batch();
     }
   }
 
  public:
-  /// Gives back all but kSpareSlabs free slabs, the most recently freed
-  /// (warmest) kept.
-  void trim() noexcept {
-    if (spare_count <= kSpareSlabs) return;
+  /// Gives back up to a batch of the free slabs past kSpareSlabs (the most
+  /// recently freed, warmest, are kept); true if more are left to give.
+  bool trim_batch() noexcept {
+    if (spare_count <= kSpareSlabs) return false;
     Slab* last_kept = spare;
     for (std::size_t i = 1; i < kSpareSlabs; ++i) last_kept = last_kept->next;
-    g_slabs.give_back(last_kept->next);
-    last_kept->next = nullptr;
-    spare_count = kSpareSlabs;
+    Slab* first = last_kept->next;
+    Slab* last = first;
+    std::size_t n = 1;
+    for (; n < kGiveBackBatch && last->next != nullptr; ++n) last = last->next;
+    last_kept->next = last->next;
+    last->next = nullptr;
+    g_slabs.give_back(first);
+    spare_count -= n;
+    if (spare_count > kSpareSlabs) return true;
     warm_since = std::chrono::steady_clock::now();
+    return false;
   }
 
  private:
@@ -509,10 +527,17 @@ void free_record(TaskRecord* f) noexcept {
   frame_deallocate(f, sizeof(TaskRecord));
 }
 
-void frame_cache_trim() noexcept {
+bool frame_cache_trim_batch() noexcept {
 #if SHOAL_FRAME_CACHE
-  if (!tls_cache_dead && tls_cache.cache != nullptr) tls_cache.cache->trim();
+  return !tls_cache_dead && tls_cache.cache != nullptr && tls_cache.cache->trim_batch();
+#else
+  return false;
 #endif
+}
+
+void frame_cache_trim() noexcept {
+  while (frame_cache_trim_batch()) {
+  }
 }
 
 FrameSlabStats frame_slab_stats() {

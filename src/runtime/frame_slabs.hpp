@@ -14,9 +14,14 @@ struct FrameSlabStats {
 /// Zero everywhere when the cache is off (ASan builds).
 FrameSlabStats frame_slab_stats();
 
-/// Gives the calling thread's free slabs back to the system, but for a
-/// few kept warm. A worker calls it as it parks: a burst's memory goes
-/// back once the burst is over, not on the path of the tasks that end it.
+/// Gives a batch (2 MiB) of the calling thread's free slabs back to the
+/// system, keeping a few warm; true if more are left to give. A worker
+/// calls it, batch by batch, when it has nothing to run: a burst's memory
+/// goes back once the burst is over, not on the path of the tasks that
+/// end it, and new work waits one batch at most.
+bool frame_cache_trim_batch() noexcept;
+
+/// All the batches at once (tests, and threads outside the scheduler).
 void frame_cache_trim() noexcept;
 
 }  // namespace shoal::detail

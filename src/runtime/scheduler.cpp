@@ -442,6 +442,12 @@ bool Scheduler::work_pending() const noexcept {
 
 void Scheduler::park(Worker& w) noexcept {
   if (driver_.fire_timers()) return;  // due timers made work; run it first
+  // Nothing to run: a burst's free slabs go back now, a batch at a time,
+  // before this worker counts as parked (so no wake waits on it) and
+  // until work turns up.
+  while (frame_cache_trim_batch()) {
+    if (work_pending()) return;
+  }
   const bool was_searching = w.searching;
   w.searching = false;
   w.activity.store(2, std::memory_order_relaxed);
@@ -462,7 +468,6 @@ void Scheduler::park(Worker& w) noexcept {
   }
   w.driving = true;  // if this park turns into a drive, what it wakes gathers in w.woke
   bump(w.parks);
-  frame_cache_trim();  // a burst's free slabs go back now, off its tasks' path
   w.parker.park(driver_);
   w.driving = false;
   w.searching = idle_.unpark(w.index);

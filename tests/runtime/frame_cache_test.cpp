@@ -4,11 +4,13 @@
 // (or has been freeing for a second); slabs given back are reused before
 // new ones are mapped. The cache is off under ASan, where these tests skip.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -31,9 +33,10 @@ constexpr std::size_t kBurst = 200'000;  // about 390 slabs
 constexpr std::size_t kSlabBlocks = (64 * 1024 - 64) / 128;
 
 // Bounds from the cache's constants: the free slabs it keeps warm when
-// idle (32), the slabs holding the local list's 4,096 blocks, and the slab
-// it carves from.
-constexpr std::size_t kMaxKeptSlabs = 32 + 4096 / kSlabBlocks + 2;
+// idle (32), the slabs holding the local list's 4,096 blocks (a slab holds
+// 504 to 511 of them, by its colour), and the slab it carves from.
+constexpr std::size_t kMinSlabBlocks = (64 * 1024 - 64 - 15 * 64) / 128;
+constexpr std::size_t kMaxKeptSlabs = 32 + (4096 / kMinSlabBlocks + 2) + 1;
 
 std::size_t grown(const FrameSlabStats& now, const FrameSlabStats& before) {
   return now.resident - std::min(now.resident, before.resident);
@@ -45,6 +48,12 @@ template <class Fn>
 void on_own_thread(Fn&& fn) {
   std::thread t(std::forward<Fn>(fn));
   t.join();
+}
+
+std::vector<void*> allocate_burst() {
+  std::vector<void*> blocks(kBurst);
+  for (auto& p : blocks) p = frame_allocate(kBlock);
+  return blocks;
 }
 
 bool cache_is_on() {
@@ -61,14 +70,40 @@ TEST(FrameCache, ABurstsFreeSlabsStayWarmUntilTheThreadTrimsThenGoBack) {
   if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
   on_own_thread([] {
     const FrameSlabStats before = frame_slab_stats();
-    std::vector<void*> blocks(kBurst);
-    for (auto& p : blocks) p = frame_allocate(kBlock);
+    std::vector<void*> blocks = allocate_burst();
     const std::size_t took = grown(frame_slab_stats(), before);
     EXPECT_GE(took, kBurst / kSlabBlocks);
     for (void* p : blocks) frame_deallocate(p, kBlock);
-    EXPECT_EQ(grown(frame_slab_stats(), before), took) << "kept warm while the thread is busy";
+    EXPECT_GT(grown(frame_slab_stats(), before), took / 2) << "kept warm while the thread is busy";
     frame_cache_trim();
     EXPECT_LE(grown(frame_slab_stats(), before), kMaxKeptSlabs) << "of " << took << " slabs the burst took";
+  });
+}
+
+// The process's resident bytes (/proc/self/statm).
+std::size_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%lu %lu", &size, &resident);
+  std::fclose(f);
+  return got == 2 ? resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)) : 0;
+}
+
+TEST(FrameCache, SlabsGivenBackLeaveNoPageResident) {
+  if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
+  on_own_thread([] {
+    std::vector<void*> blocks = allocate_burst();
+    for (void* p : blocks) frame_deallocate(p, kBlock);
+    const std::size_t slabs_before = frame_slab_stats().resident;
+    const std::size_t bytes_before = resident_bytes();
+    frame_cache_trim();
+    const std::size_t given = slabs_before - frame_slab_stats().resident;
+    const std::size_t dropped = bytes_before - std::min(bytes_before, resident_bytes());
+    ASSERT_GT(given, 300u);
+    // All of each slab: a page kept per slab (a list linked through the
+    // slabs themselves, written after their pages went) would be 1/16.
+    EXPECT_GE(dropped, given * 64 * 1024 / 100 * 98) << given << " slabs given back";
   });
 }
 
@@ -76,20 +111,22 @@ TEST(FrameCache, AThreadFreeingForOverASecondGivesBackWithoutParking) {
   if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
   on_own_thread([] {
     const FrameSlabStats before = frame_slab_stats();
-    std::vector<void*> blocks(kBurst);
-    for (auto& p : blocks) p = frame_allocate(kBlock);
+    std::vector<void*> blocks = allocate_burst();
     // Half now: past the 32 kept, the spares start their second.
     std::size_t i = 0;
     for (; i < kBurst / 2; ++i) frame_deallocate(blocks[i], kBlock);
     const std::size_t warm = grown(frame_slab_stats(), before);
     EXPECT_GT(warm, kMaxKeptSlabs + 32);
     std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the condition under test is time
-    // A batch more (32 slabs) reaches the next check of the clock.
-    for (const std::size_t end = i + 33 * kSlabBlocks; i < end; ++i) frame_deallocate(blocks[i], kBlock);
-    // Left: the slabs of the blocks still live, the 32 kept, and what this
-    // batch freed after its check.
-    const std::size_t live = (kBurst - i) / kSlabBlocks + 2;
-    EXPECT_LE(grown(frame_slab_stats(), before), live + kMaxKeptSlabs + 32) << "of " << warm << " resident";
+    // The next check of the clock (within 32 more slabs freed) gives two
+    // batches back.
+    const std::size_t at_sleep = frame_slab_stats().resident;
+    std::size_t freed_after = 0;
+    for (; i < kBurst && frame_slab_stats().resident >= at_sleep; ++i, ++freed_after) {
+      frame_deallocate(blocks[i], kBlock);
+    }
+    EXPECT_LE(freed_after, 33 * kSlabBlocks) << "freed with " << warm << " slabs resident, and none went back";
+    EXPECT_LE(frame_slab_stats().resident + 2 * 32, at_sleep + 1);
     for (; i < kBurst; ++i) frame_deallocate(blocks[i], kBlock);
   });
 }
@@ -122,8 +159,7 @@ TEST(FrameCache, ALiveFrameKeepsItsOwnSlabOnly) {
   if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
   on_own_thread([] {
     const FrameSlabStats before = frame_slab_stats();
-    std::vector<void*> blocks(kBurst);
-    for (auto& p : blocks) p = frame_allocate(kBlock);
+    std::vector<void*> blocks = allocate_burst();
     void* survivor = std::exchange(blocks[kBurst / 2], nullptr);
     std::memset(survivor, 0x5a, kBlock);
     for (void* p : blocks) {
@@ -140,8 +176,7 @@ TEST(FrameCache, ALiveFrameKeepsItsOwnSlabOnly) {
 TEST(FrameCache, SlabsGivenBackAreReusedBeforeNewOnesAreMapped) {
   if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
   auto burst = [] {
-    std::vector<void*> blocks(kBurst);
-    for (auto& p : blocks) p = frame_allocate(kBlock);
+    std::vector<void*> blocks = allocate_burst();
     for (void* p : blocks) frame_deallocate(p, kBlock);
   };
   on_own_thread(burst);
