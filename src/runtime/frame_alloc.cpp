@@ -78,13 +78,14 @@ constexpr std::size_t kSpareSlabs = 32;     // free slabs a cache keeps resident
 constexpr std::size_t kGiveBackBatch = 32;  // how many go back to the system at once
 // More are kept, warm, while the thread stays busy: until it has nothing
 // to run (frame_cache_trim_batch, from Scheduler::park), or once it has
-// been freeing slabs past kSpareSlabs for this long. Giving pages back costs the kernel about as much as
-// faulting them in; a one-worker spawn_join paid 12 % for it in its run.
+// been freeing slabs past kSpareSlabs for this long. Giving pages back
+// costs the kernel about as much as faulting them in; a one-worker
+// spawn_join paid 12 % for it in its run.
 constexpr std::chrono::nanoseconds kKeepWarm = std::chrono::seconds(1);
 
 struct Slab {
   Slab* prev;         // the cache's list of slabs with returned blocks
-  Slab* next;         //   (for this slab's class), or the spare/cold lists
+  Slab* next;         //   (for this slab's class), or the cache's spares
   FreeBlock* free;    // blocks given back to this slab
   char* bump;         // the next block never handed out
   std::uint32_t in_use;  // handed out and not given back here
@@ -132,12 +133,10 @@ class SlabSource {
       ::munmap(tail, static_cast<std::size_t>(raw + bytes + kSlabBytes - tail));
     }
     shim::lock_guard<shim::mutex> g(mu_);
+    if (cold_ == nullptr) cold_ = map_cold_array();
     if (cold_ == nullptr || mapped_ + kChunkSlabs > kMaxSlabs) {
-      if (cold_ == nullptr) cold_ = map_cold_array();
-      if (cold_ == nullptr || mapped_ + kChunkSlabs > kMaxSlabs) {
-        ::munmap(base, bytes);
-        throw std::bad_alloc();
-      }
+      ::munmap(base, bytes);
+      throw std::bad_alloc();
     }
     mapped_ += kChunkSlabs;
     // A chunk left by a racing thread is dropped from carving, not lost:
