@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <vector>
 
 #include "support/test_support.hpp"
@@ -129,6 +130,133 @@ TEST(Raise, TheUnwindHeaderIsTheRuntimesHeaderForTheObject) {
   EXPECT_TRUE(type != nullptr && *type == typeid(Cancelled));
   abi::__cxa_end_catch();
   EXPECT_EQ(std::uncaught_exceptions(), 0);
+}
+#endif
+
+// The raise in the raising frame (x86-64): the landing pad is found as
+// the personality routine would find it, and reached with the frame's
+// registers as the unwinder would leave them.
+
+[[gnu::noinline]] int raise_past_a_catch_of_another_type() {
+  try {
+    shoal::detail::raise_cancelled();
+  } catch (const std::exception&) {
+    return 1;  // Cancelled is no std::exception
+  }
+  return 2;
+}
+
+TEST(Raise, ACatchOfAnotherTypeInTheRaisingFrameIsPassedBy) {
+  int got = 0;
+  try {
+    got = raise_past_a_catch_of_another_type();
+  } catch (const Cancelled&) {
+    got = 3;
+  }
+  EXPECT_EQ(got, 3);
+}
+
+[[gnu::noinline]] int raise_into_the_second_clause(int* destroyed) {
+  try {
+    CountOnUnwind guard{destroyed};
+    shoal::detail::raise_cancelled();
+  } catch (const std::exception&) {
+    return 1;
+  } catch (const Cancelled&) {
+    return 2;
+  } catch (...) {
+    return 3;
+  }
+  return 4;
+}
+
+TEST(Raise, TheMatchingClauseOfTheRaisingFramesTryRunsAfterItsCleanups) {
+  int destroyed = -1;
+  EXPECT_EQ(raise_into_the_second_clause(&destroyed), 2);
+  EXPECT_EQ(destroyed, 1) << "the local was destroyed while the raise was in flight";
+  EXPECT_EQ(std::uncaught_exceptions(), 0);
+}
+
+[[gnu::noinline]] int raise_through_an_inner_try(int* destroyed) {
+  try {
+    CountOnUnwind outer_guard{destroyed};
+    try {
+      shoal::detail::raise_cancelled();
+    } catch (const std::runtime_error&) {
+      return 1;
+    }
+    return 2;
+  } catch (...) {
+    return shoal::is_cancellation(std::current_exception()) ? 3 : 4;
+  }
+}
+
+TEST(Raise, AnInnerTryThatDoesNotMatchLeavesItToTheOuterOneInTheSameFrame) {
+  int destroyed = -1;
+  EXPECT_EQ(raise_through_an_inner_try(&destroyed), 3);
+  EXPECT_EQ(destroyed, 1);
+}
+
+// Values the compiler keeps in callee-saved registers across the raise:
+// the landing pad must find them as they were at the call.
+[[gnu::noinline]] std::uint64_t raise_with_live_values(std::uint64_t seed, int raise_at) {
+  std::uint64_t a = seed, b = seed * 3, c = seed ^ 0x5555, d = seed + 7, e = seed * seed, f = ~seed;
+  for (int i = 0; i < 16; ++i) {
+    try {
+      if (i == raise_at) shoal::detail::raise_cancelled();
+      a += b;
+      b ^= c;
+    } catch (const Cancelled&) {
+      c += d * e + f;
+    }
+    d = d * 5 + a;
+    e ^= d >> 3;
+    f += e;
+  }
+  return a ^ b ^ c ^ d ^ e ^ f;
+}
+
+std::uint64_t live_values_reference(std::uint64_t seed, int raise_at) {
+  std::uint64_t a = seed, b = seed * 3, c = seed ^ 0x5555, d = seed + 7, e = seed * seed, f = ~seed;
+  for (int i = 0; i < 16; ++i) {
+    if (i == raise_at) {
+      c += d * e + f;
+    } else {
+      a += b;
+      b ^= c;
+    }
+    d = d * 5 + a;
+    e ^= d >> 3;
+    f += e;
+  }
+  return a ^ b ^ c ^ d ^ e ^ f;
+}
+
+TEST(Raise, TheRaisingFramesValuesAreIntactInItsHandler) {
+  for (int at = 0; at < 16; at += 5) {
+    for (std::uint64_t seed : {1ull, 0x123456789abcdefull}) {
+      EXPECT_EQ(raise_with_live_values(seed, at), live_values_reference(seed, at)) << "raised at " << at;
+    }
+  }
+}
+
+#if SHOAL_RAISE_IN_FRAME
+[[gnu::noinline]] int raise_at_a_site_of_its_own() {
+  try {
+    shoal::detail::raise_cancelled();
+  } catch (const Cancelled&) {
+    return 1;
+  }
+  return 0;
+}
+
+TEST(Raise, ARaiseWhoseHandlerIsInItsFrameLandsThereAndTheSiteIsKept) {
+  const std::size_t before = shoal::detail::raise_sites_landed();
+  int caught = 0;
+  for (int i = 0; i < 100; ++i) caught += raise_at_a_site_of_its_own();
+  EXPECT_EQ(caught, 100);
+  EXPECT_EQ(shoal::detail::raise_sites_landed(), before + 1)
+      << "the site's landing pad was found once, in the raising frame, and kept";
 }
 #endif
 

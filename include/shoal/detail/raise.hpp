@@ -17,6 +17,8 @@
 // `throw Cancelled{}` makes (docs/cancellation.md, "The throw").
 #pragma once
 
+#include <cstddef>
+
 // The direct raise needs the Itanium C++ ABI's table-driven unwinder and
 // libstdc++'s runtime (tests/runtime/raise_test.cpp checks the layouts it
 // relies on). Elsewhere, or with SHOAL_NO_DIRECT_RAISE defined for the whole
@@ -28,6 +30,18 @@
 #include <unwind.h>
 #else
 #define SHOAL_DIRECT_RAISE 0
+#endif
+
+// On x86-64 the raise goes one step further: when the raising frame has
+// the landing pad (a coroutine's catch-all, or a cleanup on the way to it),
+// it jumps there itself, as the unwinder's install step would, and the
+// unwinder never runs: src/runtime/raise.cpp reads the frame's exception
+// table once per raise site and keeps the answer. Not under CET (a jump
+// the shadow stack has not seen) or SHOAL_NO_RAISE_IN_FRAME.
+#if SHOAL_DIRECT_RAISE && defined(__x86_64__) && !defined(__CET__) && !defined(SHOAL_NO_RAISE_IN_FRAME)
+#define SHOAL_RAISE_IN_FRAME 1
+#else
+#define SHOAL_RAISE_IN_FRAME 0
 #endif
 
 namespace shoal::detail {
@@ -47,13 +61,28 @@ namespace shoal::detail {
 [[noreturn, gnu::cold]] void raise_failed(_Unwind_Exception* e) noexcept;
 #endif
 
+#if SHOAL_RAISE_IN_FRAME
+/// Raises `e` in the calling frame: jumps to the caller's landing pad for
+/// the call, with the registers a landing pad expects, or else calls
+/// _Unwind_Resume(e) as the caller would have. Never returns. Not noexcept:
+/// the call must have its own entry in the caller's exception table.
+extern "C" [[noreturn]] void shoal_raise_in_frame(_Unwind_Exception* e);
+/// How many raise sites found their landing pad in the raising frame and
+/// have it kept (for tests).
+std::size_t raise_sites_landed() noexcept;
+#endif
+
 /// Throws shoal::Cancelled. Inlined, so that the unwinder starts at the
 /// caller's frame (await_resume inlined into the waiting coroutine). Call it
 /// only where a handler is certain (in a coroutine, or below one).
 [[noreturn, gnu::always_inline]] inline void raise_cancelled() {
 #if SHOAL_DIRECT_RAISE
   _Unwind_Exception* e = new_cancelled_exception();
+#if SHOAL_RAISE_IN_FRAME
+  shoal_raise_in_frame(e);
+#else
   _Unwind_Resume(e);
+#endif
   raise_failed(e);
 #else
   throw_cancelled();
