@@ -1,6 +1,11 @@
-// Frame allocation. Every frame carries a 16-byte header recording where it
-// came from, so frees go back to the right place even if the hooks or the
-// thread's resource changed in between.
+// Frame allocation. A frame from the cache carries nothing: its slab (found
+// by masking its address) says which cache and class it belongs to. Every
+// other frame carries a 16-byte header recording where it came from, so
+// frees go back to the right place even if the hooks or the thread's
+// resource changed in between. A free tells them apart by address: a cache
+// block lies in a chunk of slabs and starts a block of its slab's class,
+// while a block with a header that lies in a chunk at all (a frame's own
+// buffer given to a memory resource) starts at least 16 bytes into a block.
 //
 // The default source is a per-thread frame cache: size classes of 16 bytes
 // up to 1 KiB, a local free list owned by the thread, and a lock-free remote
@@ -49,12 +54,12 @@ namespace shoal::detail {
 using testing::FrameHooks;
 namespace {
 
-enum class Source : std::uint32_t { heap, hooks, resource, cache };
+enum class Source : std::uint32_t { heap, hooks, resource };
 
 struct alignas(16) Header {
-  void* owner;  // the FrameHooks, memory_resource or FrameCache it came from
+  void* owner;  // the FrameHooks or memory_resource it came from
   Source source;
-  std::uint32_t size_class;
+  std::uint32_t reserved;
 };
 static_assert(sizeof(Header) == 16);
 
@@ -83,7 +88,10 @@ constexpr std::size_t kGiveBackBatch = 32;  // how many go back to the system at
 // spawn_join paid 12 % for it in its run.
 constexpr std::chrono::nanoseconds kKeepWarm = std::chrono::seconds(1);
 
+struct FrameCache;
+
 struct Slab {
+  FrameCache* owner;  // the cache its blocks belong to
   Slab* prev;         // the cache's list of slabs with returned blocks
   Slab* next;         //   (for this slab's class), or the cache's spares
   FreeBlock* free;    // blocks given back to this slab
@@ -102,6 +110,28 @@ constexpr int kMadvPopulateWrite = 23;  // Linux 5.14; older kernels return EINV
 
 Slab* slab_of(void* block) noexcept {
   return reinterpret_cast<Slab*>(reinterpret_cast<std::uintptr_t>(block) & ~(kSlabBytes - 1));
+}
+
+// Which 2 MiB of the address space hold chunks of slabs: a bit each, for
+// the 128 TiB a process's mappings live in without asking for more. 8 MiB
+// of zero pages; a page of it is touched per 64 GiB of addresses looked up.
+constexpr std::size_t kChunkBytes = std::size_t{2} << 20;
+constexpr unsigned kAddressBits = 47;
+std::atomic<std::uint64_t> g_chunk_bits[(std::size_t{1} << (kAddressBits - 21)) / 64];
+
+void mark_chunk(const char* base) noexcept {
+  const std::uintptr_t i = reinterpret_cast<std::uintptr_t>(base) >> 21;
+  g_chunk_bits[i / 64].fetch_or(std::uint64_t{1} << (i % 64), std::memory_order_relaxed);
+}
+
+/// True if `p` lies in a chunk of slabs. Relaxed is enough: a block
+/// reaches the thread that frees it through whatever handed it over, after
+/// its chunk was marked.
+bool in_chunk(const void* p) noexcept {
+  const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p);
+  if ((a >> kAddressBits) != 0) return false;
+  const std::uintptr_t i = a >> 21;
+  return ((g_chunk_bits[i / 64].load(std::memory_order_relaxed) >> (i % 64)) & 1) != 0;
 }
 char* slab_end(Slab* s) noexcept { return reinterpret_cast<char*>(s) + kSlabBytes; }
 
@@ -122,16 +152,21 @@ class SlabSource {
         return s;
       }
     }
-    // Map outside the lock; aligned by over-mapping one slab and trimming.
-    const std::size_t bytes = kChunkSlabs * kSlabBytes;
-    void* m = ::mmap(nullptr, bytes + kSlabBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    // Map outside the lock; aligned to its size (one bit of g_chunk_bits)
+    // by over-mapping and trimming.
+    constexpr std::size_t bytes = kChunkSlabs * kSlabBytes;
+    static_assert(bytes == kChunkBytes);
+    void* m = ::mmap(nullptr, 2 * bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) throw std::bad_alloc();
     auto* raw = static_cast<char*>(m);
-    auto* base = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(raw) + kSlabBytes - 1) & ~(kSlabBytes - 1));
+    auto* base = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(raw) + bytes - 1) & ~(bytes - 1));
     if (base != raw) ::munmap(raw, static_cast<std::size_t>(base - raw));
-    if (char* tail = base + bytes; tail != raw + bytes + kSlabBytes) {
-      ::munmap(tail, static_cast<std::size_t>(raw + bytes + kSlabBytes - tail));
+    if (char* tail = base + bytes; tail != raw + 2 * bytes) ::munmap(tail, static_cast<std::size_t>(raw + 2 * bytes - tail));
+    if ((reinterpret_cast<std::uintptr_t>(base) >> kAddressBits) != 0) {  // Linux maps above 128 TiB only on request
+      ::munmap(base, bytes);
+      throw std::bad_alloc();
     }
+    mark_chunk(base);
     shim::lock_guard<shim::mutex> g(mu_);
     if (cold_ == nullptr) cold_ = map_cold_array();
     if (cold_ == nullptr || mapped_ + kChunkSlabs > kMaxSlabs) {
@@ -299,6 +334,7 @@ struct FrameCache {
       s = g_slabs.take();
       if (populate) ::madvise(s, kSlabBytes, kMadvPopulateWrite);  // a kernel without it: faults as usual
     }
+    s->owner = this;
     s->prev = s->next = nullptr;
     s->free = nullptr;
     // Colour: each slab starts its blocks at a different line, so that the
@@ -475,19 +511,46 @@ void* frame_allocate(std::size_t size) {
     return ::new (raw) Header{const_cast<FrameHooks*>(hooks), Source::hooks, 0} + 1;
   }
 #if SHOAL_FRAME_CACHE
-  const std::size_t c = (total + kGranule - 1) / kGranule - 1;
+  const std::size_t c = (size + kGranule - 1) / kGranule - 1;
   if (c < kClasses && !tls_cache_dead) {
     FrameCache* cache = tls_cache.get();
-    void* raw = cache->pop(c);
-    if (raw == nullptr) raw = cache->refill(c);
-    return ::new (raw) Header{cache, Source::cache, static_cast<std::uint32_t>(c)} + 1;
+    void* block = cache->pop(c);
+    return block != nullptr ? block : cache->refill(c);
   }
 #endif
   void* raw = ::operator new(total);
   return ::new (raw) Header{nullptr, Source::heap, 0} + 1;
 }
 
+#if SHOAL_FRAME_CACHE
+namespace {
+/// The cache `p` (a block of `size` bytes) belongs to, or null if it has
+/// a header (see the top of the file).
+[[gnu::always_inline]] inline FrameCache* cache_of(void* p, std::size_t c) noexcept {
+  if (c >= kClasses || !in_chunk(p)) return nullptr;
+  Slab* s = slab_of(p);
+  if (s->size_class != c || p < s->start) return nullptr;
+  const auto offset = static_cast<std::size_t>(static_cast<char*>(p) - s->start);
+  return offset % ((c + 1) * kGranule) == 0 ? s->owner : nullptr;
+}
+}  // namespace
+#endif
+
 void frame_deallocate(void* p, std::size_t size) noexcept {
+#if SHOAL_FRAME_CACHE
+  const std::size_t c = (size + kGranule - 1) / kGranule - 1;
+  if (FrameCache* owner = cache_of(p, c)) {
+    if (tls_cache_dead) {
+      auto* b = static_cast<FreeBlock*>(p);
+      owner->push_remote(c, b, b);
+    } else if (tls_cache.cache == owner) {
+      owner->push_local(c, p);
+    } else {
+      tls_cache.remote.add(owner, c, p);
+    }
+    return;
+  }
+#endif
   auto* header = static_cast<Header*>(p) - 1;
   const std::size_t total = size + sizeof(Header);
   switch (header->source) {
@@ -497,19 +560,6 @@ void frame_deallocate(void* p, std::size_t size) noexcept {
     case Source::hooks: {
       auto* hooks = static_cast<const FrameHooks*>(header->owner);
       hooks->deallocate(header, total, hooks->ctx);
-      return;
-    }
-    case Source::cache: {
-      auto* owner = static_cast<FrameCache*>(header->owner);
-      const std::size_t c = header->size_class;
-      if (tls_cache_dead) {
-        auto* b = reinterpret_cast<FreeBlock*>(header);
-        owner->push_remote(c, b, b);
-      } else if (tls_cache.cache == owner) {
-        owner->push_local(c, header);
-      } else {
-        tls_cache.remote.add(owner, c, header);
-      }
       return;
     }
     case Source::heap:

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory_resource>
+#include <new>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -28,7 +30,7 @@ using shoal::detail::frame_deallocate;
 using shoal::detail::frame_slab_stats;
 using shoal::detail::FrameSlabStats;
 
-constexpr std::size_t kBlock = 112;  // with the 16-byte header, the 128-byte class
+constexpr std::size_t kBlock = 128;  // the 128-byte class (a cache block has no header)
 constexpr std::size_t kBurst = 200'000;  // about 390 slabs
 constexpr std::size_t kSlabBlocks = (64 * 1024 - 64) / 128;
 
@@ -207,6 +209,58 @@ TEST(FrameCache, BlocksFreedOnAnotherThreadComeBackToTheirOwner) {
     EXPECT_EQ(reused, kN) << "every block freed elsewhere is handed out again by its owner";
     EXPECT_EQ(frame_slab_stats().mapped, before.mapped);
     for (void* p : blocks) frame_deallocate(p, kBlock);
+  });
+}
+
+// A memory resource whose buffer is itself a block of the cache (a frame's
+// own array, say): what it hands out lies inside a cache block.
+class ResourceInABlock : public std::pmr::memory_resource {
+ public:
+  ResourceInABlock(unsigned char* buffer, std::size_t size) : buffer_(buffer), size_(size) {}
+  int deallocated = 0;
+
+ private:
+  void* do_allocate(std::size_t n, std::size_t) override {
+    if (used_ + n > size_) throw std::bad_alloc();
+    void* p = buffer_ + used_;
+    used_ += (n + 15) / 16 * 16;
+    return p;
+  }
+  void do_deallocate(void*, std::size_t, std::size_t) override { ++deallocated; }
+  bool do_is_equal(const std::pmr::memory_resource& o) const noexcept override { return this == &o; }
+
+  unsigned char* buffer_;
+  std::size_t size_;
+  std::size_t used_ = 0;
+};
+
+TEST(FrameCache, AFrameFromAResourceInsideACacheBlockGoesBackToTheResource) {
+  if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
+  on_own_thread([] {
+    constexpr std::size_t kOuter = 1024;  // the largest class
+    auto* outer = static_cast<unsigned char*>(frame_allocate(kOuter));
+    ResourceInABlock resource(outer, kOuter);  // from the block's first byte on
+    std::vector<std::pair<void*, std::size_t>> inner;
+    {
+      shoal::detail::FrameResourceGuard guard(&resource);
+      for (std::size_t size : {16, 48, 112, 240, 496}) inner.emplace_back(frame_allocate(size), size);
+    }
+    for (auto [p, size] : inner) {
+      EXPECT_TRUE(p > outer && p < outer + kOuter);
+      frame_deallocate(p, size);  // after the guard: the frame itself says where it came from
+    }
+    EXPECT_EQ(resource.deallocated, 5) << "a frame from the resource was taken for a block of the cache";
+    // Had one gone to the cache, it would be handed out again.
+    std::vector<std::pair<void*, std::size_t>> fresh;
+    for (auto [p, size] : inner) {
+      for (int k = 0; k < 4; ++k) {
+        void* q = frame_allocate(size);
+        EXPECT_FALSE(q >= outer && q < outer + kOuter) << "the cache handed out memory inside a live block";
+        fresh.emplace_back(q, size);
+      }
+    }
+    for (auto [q, size] : fresh) frame_deallocate(q, size);
+    frame_deallocate(outer, kOuter);
   });
 }
 
