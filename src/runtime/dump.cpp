@@ -74,10 +74,11 @@ std::string readable_callable(std::string_view name) {
 
 TaskLabel TaskLabel::of(const TaskRecord& f) {
   TaskLabel l;
-  l.name = f.name != nullptr ? f.name : "";
-  l.origin = f.origin;
-  l.line = f.origin_line;
-  l.root = f.origin == nullptr && f.home != nullptr && f.home->parent == nullptr && f.home->body == nullptr;
+  const char* name = f.name();
+  l.name = name != nullptr ? name : "";
+  l.origin = f.origin();
+  l.line = f.origin_line();
+  l.root = l.origin == nullptr && f.home != nullptr && f.home->parent == nullptr && f.home->body == nullptr;
   return l;
 }
 

@@ -176,19 +176,28 @@ void Runtime::dump_all(std::ostream& out) { detail::dump_all_runtimes(out); }
 
 namespace detail {
 void set_task_name(TaskRecord& f, const char* name, std::size_t size) {
-  char* copy = nullptr;
+  std::unique_ptr<TaskName> label;
   if (size != 0) {
-    copy = new char[size + 1];
-    std::memcpy(copy, name, size);
+    std::unique_ptr<char[]> copy(new char[size + 1]);
+    std::memcpy(copy.get(), name, size);
     copy[size] = '\0';
+    label.reset(new TaskName{f.origin(), f.origin_line(), copy.release()});
   }
-  // A task in its scope's list can be in a dump, which reads names under
+  const char* origin = f.origin();
+  const std::uint32_t line = f.origin_line();
+  std::unique_ptr<const TaskName> old(f.named());
+  // A task in its scope's list can be in a dump, which reads labels under
   // that scope's lock; before that, nobody else sees the record.
   CancelNode* listed = (f.flags & TaskRecord::kLinked) != 0 ? f.home : nullptr;
   if (listed != nullptr) listed->lock.lock();
-  char* old = std::exchange(f.name, copy);
+  if (label != nullptr) {
+    f.label_ = label.release();
+    f.origin_line_ = TaskRecord::kNamed;
+  } else {
+    f.label_ = origin;
+    f.origin_line_ = line;
+  }
   if (listed != nullptr) listed->lock.unlock();
-  delete[] old;
 }
 }  // namespace detail
 

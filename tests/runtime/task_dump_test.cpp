@@ -205,7 +205,8 @@ TEST(TaskDump, SetNameRenamesTheCallingTask) {
     co_return;
   }));
   dumper.join();
-  EXPECT_TRUE(contains(dump, "task \"conn 127.0.0.1:4000\" (spawned at ")) << dump;
+  EXPECT_TRUE(contains(dump, "task \"conn 127.0.0.1:4000\" (spawned at " __FILE__ ":")) << "the spawn site is kept:\n"
+                                                                                     << dump;
   EXPECT_THROW(shoal::this_task::set_name("x"), std::logic_error);
 }
 

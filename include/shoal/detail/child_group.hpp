@@ -54,11 +54,9 @@ class FaultLatch {
 };
 
 /// Fills a child's spawned-task record `cf` (see root_record) so that it
-/// runs `h` in `node` and reports to `owner`. The caller schedules it.
-inline void adopt_child(TaskRecord& cf, std::coroutine_handle<> h, CancelNode& node, TaskOwner* owner,
-                        std::uint32_t flags) noexcept {
+/// runs `h` in `node` and reports to the node's owner. The caller schedules it.
+inline void adopt_child(TaskRecord& cf, std::coroutine_handle<> h, CancelNode& node, std::uint32_t flags) noexcept {
   cf.sched = node.sched;
-  cf.owner = owner;
   cf.node.store(&node, std::memory_order_relaxed);
   cf.home = &node;
   cf.resume = h;
@@ -80,9 +78,12 @@ class ChildGroup : public TaskOwner {
   std::size_t suppressed_faults() const noexcept { return faults_.suppressed(); }
 
  protected:
-  explicit ChildGroup(TaskRecord* body) noexcept : body_(body) { node_.enter(body); }
+  explicit ChildGroup(TaskRecord* body) noexcept : body_(body) {
+    node_.owner = this;
+    node_.enter(body);
+  }
   /// A group with no body (the runtime's root): attach_root() before launch.
-  ChildGroup() noexcept : body_(nullptr) {}
+  ChildGroup() noexcept : body_(nullptr) { node_.owner = this; }
   ~ChildGroup() = default;
   /// The bodiless group's node heads a cancel tree of runtime `s`.
   void attach_root(Scheduler* s) noexcept { node_.attach(nullptr, nullptr, s); }
@@ -91,7 +92,7 @@ class ChildGroup : public TaskOwner {
   /// on any worker, or pinned to this one (`local`). Not linked into the
   /// node yet: a child that never waits never takes the node's lock.
   void launch(TaskRecord& cf, std::coroutine_handle<> h, std::uint32_t flags, bool local) noexcept {
-    adopt_child(cf, h, node_, this, flags);
+    adopt_child(cf, h, node_, flags);
     if (local) pin_to_current_worker(&cf);
     schedule_spawn(&cf);
   }

@@ -52,6 +52,14 @@ struct TaskOwner {
 
 inline constexpr std::uint16_t kBudget = 128;
 
+/// A named task's label (TaskRecord::label_): owned by its record.
+struct TaskName {
+  const char* origin;
+  std::uint32_t line;
+  char* name;  // owned
+  ~TaskName() { delete[] name; }
+};
+
 struct TaskRecord {
   TaskRecord* next = nullptr;                 // run-queue / batch link
   // A hint beside the link: the record kAhead places further on in an
@@ -61,7 +69,6 @@ struct TaskRecord {
   TaskRecord* ahead = nullptr;
   std::coroutine_handle<> resume;        // innermost suspended frame
   Scheduler* sched = nullptr;
-  TaskOwner* owner = nullptr;
   shim::atomic<CancelNode*> node{nullptr};  // innermost cancel node; written by the task only
   CancelNode* home = nullptr;            // the node of the scope it was spawned into
   ListHook<InNodeTag> in_node;            // in home's list (home's lock), once it first waits
@@ -76,20 +83,31 @@ struct TaskRecord {
   // by that worker as it resumes the task: where a contended lock's holder runs.
   std::uint8_t worker = kNoWorker;
   std::uint32_t flags = 0;
-  // For Runtime::dump_tasks. Where it was spawned: `origin` is a file and
-  // `origin_line` its line, or (line 0) the text of callable_origin<F>()
-  // for a spawned callable; null when unknown. `name`: owned, null when
-  // unnamed. `wait_since`: when its current wait began (milliseconds,
-  // wrapping), kept only by a runtime that tracks waits.
-  const char* origin = nullptr;
-  char* name = nullptr;
-  std::uint32_t origin_line = 0;
+  // For Runtime::dump_tasks: where it was spawned, a file and line, or
+  // (line 0) the text of callable_origin<F>() for a spawned callable; null
+  // when unknown. A named task (rare) keeps both in a TaskName instead,
+  // with its name, so that every other record is 16 bytes smaller.
+  // `wait_since`: when its current wait began (milliseconds, wrapping),
+  // kept only by a runtime that tracks waits.
+  const void* label_ = nullptr;       // the origin's text, or a TaskName if named
+  std::uint32_t origin_line_ = 0;     // its line, or kNamed
   std::uint32_t wait_since = 0;
 
   TaskRecord() noexcept = default;
   TaskRecord(const TaskRecord&) = delete;
   TaskRecord& operator=(const TaskRecord&) = delete;
-  ~TaskRecord() { delete[] name; }
+  ~TaskRecord();
+
+  static constexpr std::uint32_t kNamed = 0xffffffff;
+  const TaskName* named() const noexcept {
+    return origin_line_ == kNamed ? static_cast<const TaskName*>(label_) : nullptr;
+  }
+  const char* origin() const noexcept;
+  std::uint32_t origin_line() const noexcept;
+  /// Null when unnamed.
+  const char* name() const noexcept;
+  /// Sets where it was spawned (keeping its name).
+  void set_origin(const char* where, std::uint32_t line) noexcept;
 
   static constexpr std::uint8_t kNoWorker = 0xff;
 
@@ -152,6 +170,7 @@ struct CancelNode : ListHook<ChildTag> {
   CancelNode* parent = nullptr;
   TaskRecord* body = nullptr;  // the task running this node's body
   Scheduler* sched = nullptr;
+  TaskOwner* owner = nullptr;  // what tasks spawned into this node report to when done (a child group's)
   SpinLock lock;
   // Guarded by `lock`: child nodes, and the tasks waiting inside this one.
   IntrusiveList<CancelNode, ChildTag> children;
@@ -175,6 +194,30 @@ struct CancelNode : ListHook<ChildTag> {
   /// siblings; does nothing once it finished. Any thread.
   void cancel_one(shim::atomic<std::uintptr_t>& record) noexcept;
 };
+
+inline TaskRecord::~TaskRecord() { delete named(); }
+inline const char* TaskRecord::origin() const noexcept {
+  const TaskName* n = named();
+  return n != nullptr ? n->origin : static_cast<const char*>(label_);
+}
+inline std::uint32_t TaskRecord::origin_line() const noexcept {
+  const TaskName* n = named();
+  return n != nullptr ? n->line : origin_line_;
+}
+inline const char* TaskRecord::name() const noexcept {
+  const TaskName* n = named();
+  return n != nullptr ? n->name : nullptr;
+}
+inline void TaskRecord::set_origin(const char* where, std::uint32_t line) noexcept {
+  if (origin_line_ == kNamed) {
+    auto* n = static_cast<TaskName*>(const_cast<void*>(label_));
+    n->origin = where;
+    n->line = line;
+  } else {
+    label_ = where;
+    origin_line_ = line;
+  }
+}
 
 inline bool TaskRecord::cancelled(std::memory_order mo) const noexcept {
   const CancelNode* n = node.load(std::memory_order_relaxed);

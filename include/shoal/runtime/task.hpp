@@ -75,8 +75,7 @@ struct Origin {
 };
 /// Throws std::bad_alloc (the name's copy).
 inline void set_origin(TaskRecord& f, const Origin& o) {
-  f.origin = o.where;
-  f.origin_line = o.line;
+  f.set_origin(o.where, o.line);
   if (!o.name.empty()) set_task_name(f, o.name.data(), o.name.size());
 }
 
@@ -113,7 +112,7 @@ struct PromiseBase {
       if constexpr (requires { h.promise().value_to_cell(f); }) {
         if ((f.flags & TaskRecord::kStarted) != 0) h.promise().value_to_cell(f);
       }
-      return f.owner->task_done(f, p, h);
+      return f.home->owner->task_done(f, p, h);  // home: the node it was spawned into
     }
     void await_resume() noexcept {}
   };

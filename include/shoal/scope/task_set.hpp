@@ -298,7 +298,8 @@ class TaskSet final : private detail::ChildGroup {
     }
     if (!h) return start_failed(early);
     h.promise().continuation_ = {};
-    h.promise().record_->origin = detail::callable_origin<F>();  // for task dumps
+    detail::TaskRecord& r = *h.promise().record_;
+    r.set_origin(detail::callable_origin<F>(), r.origin_line());  // for task dumps
     launch(h.promise(), h, local);
     return SpawnStatus::started;
   }
