@@ -127,7 +127,7 @@ void mark_chunk(const char* base) noexcept {
 /// True if `p` lies in a chunk of slabs. Relaxed is enough: a block
 /// reaches the thread that frees it through whatever handed it over, after
 /// its chunk was marked.
-bool in_chunk(const void* p) noexcept {
+[[maybe_unused]] bool in_chunk(const void* p) noexcept {
   const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p);
   if ((a >> kAddressBits) != 0) return false;
   const std::uintptr_t i = a >> 21;
