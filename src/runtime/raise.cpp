@@ -96,28 +96,31 @@ namespace {
 constexpr unsigned char kOmit = 0xff;
 constexpr unsigned char kIndirect = 0x80;
 
-std::uintptr_t read_uleb(const unsigned char*& p) noexcept {
+/// A LEB128 number's bits; `bits` is how many it had (for a sign).
+std::uintptr_t read_leb(const unsigned char*& p, unsigned& bits, bool& negative) noexcept {
   std::uintptr_t v = 0;
-  unsigned shift = 0;
+  bits = 0;
   unsigned char b = 0;
   do {
     b = *p++;
-    v |= static_cast<std::uintptr_t>(b & 0x7f) << shift;
-    shift += 7;
+    v |= static_cast<std::uintptr_t>(b & 0x7f) << bits;
+    bits += 7;
   } while ((b & 0x80) != 0);
+  negative = (b & 0x40) != 0;
   return v;
 }
 
+std::uintptr_t read_uleb(const unsigned char*& p) noexcept {
+  unsigned bits = 0;
+  bool negative = false;
+  return read_leb(p, bits, negative);
+}
+
 std::intptr_t read_sleb(const unsigned char*& p) noexcept {
-  std::uintptr_t v = 0;
-  unsigned shift = 0;
-  unsigned char b = 0;
-  do {
-    b = *p++;
-    v |= static_cast<std::uintptr_t>(b & 0x7f) << shift;
-    shift += 7;
-  } while ((b & 0x80) != 0);
-  if (shift < 8 * sizeof v && (b & 0x40) != 0) v |= ~std::uintptr_t{0} << shift;
+  unsigned bits = 0;
+  bool negative = false;
+  std::uintptr_t v = read_leb(p, bits, negative);
+  if (negative && bits < 8 * sizeof v) v |= ~std::uintptr_t{0} << bits;
   return static_cast<std::intptr_t>(v);
 }
 
@@ -291,7 +294,8 @@ std::size_t raise_sites_landed() noexcept { return g_sites_landed.load(std::memo
 
 /// Called by the stub below with the raising frame's return address.
 /// Returns the landing pad (rax) and selector (rdx), or a zero pad.
-extern "C" [[gnu::used]] shoal::detail::Landing shoal_landing_for(std::uintptr_t ra) noexcept {
+extern "C" [[gnu::used, gnu::visibility("hidden")]] shoal::detail::Landing shoal_landing_for(
+    std::uintptr_t ra) noexcept {
   using namespace shoal::detail;
   const std::uint64_t code = load<std::uint64_t>(reinterpret_cast<const unsigned char*>(ra) - 8);
   std::size_t i = slot_of(ra);
@@ -311,6 +315,8 @@ extern "C" [[gnu::used]] shoal::detail::Landing shoal_landing_for(std::uintptr_t
 }
 
 // shoal_raise_in_frame(e): rsp+0 holds the raising frame's return address.
+// Exported (cmake/shoal.map): inline code in users' objects calls it, and
+// a PLT entry jumps, so the return address is still the raising frame's.
 // With a landing pad, resume there as the unwinder would: the stack as
 // after the call returned, the callee-saved registers untouched (the
 // lookup preserves them), the exception in rax and the selector in rdx.
@@ -320,7 +326,6 @@ asm(R"(
   .text
   .p2align 4
   .globl shoal_raise_in_frame
-  .hidden shoal_raise_in_frame
   .type shoal_raise_in_frame,@function
 shoal_raise_in_frame:
   .cfi_startproc
