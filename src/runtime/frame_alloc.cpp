@@ -2,10 +2,12 @@
 // by masking its address) says which cache and class it belongs to. Every
 // other frame carries a 16-byte header recording where it came from, so
 // frees go back to the right place even if the hooks or the thread's
-// resource changed in between. A free tells them apart by address: a cache
-// block lies in a chunk of slabs and starts a block of its slab's class,
-// while a block with a header that lies in a chunk at all (a frame's own
-// buffer given to a memory resource) starts at least 16 bytes into a block.
+// resource changed in between. A free tells them apart by address and size:
+// a cache block lies in a chunk of slabs and is of its slab's class. A block
+// with a header lies in a chunk only if its memory is inside a cache block
+// (a frame's own buffer given to a memory resource); it then starts at
+// least 16 bytes into that block and ends within it, so it is of a smaller
+// class than the slab's.
 //
 // The default source is a per-thread frame cache: size classes of 16 bytes
 // up to 1 KiB, a local free list owned by the thread, and a lock-free remote
@@ -67,6 +69,9 @@ static_assert(sizeof(Header) == 16);
 [[maybe_unused]] constexpr std::size_t kClasses = 64;  // up to 1 KiB
 [[maybe_unused]] constexpr std::size_t kLocalCap = 4096;
 
+/// The size class of a cache block of `size` bytes (kClasses or more: too big).
+constexpr std::size_t class_of(std::size_t size) noexcept { return (size + kGranule - 1) / kGranule - 1; }
+
 struct FreeBlock {
   FreeBlock* next;
 };
@@ -115,12 +120,13 @@ Slab* slab_of(void* block) noexcept {
 // Which 2 MiB of the address space hold chunks of slabs: a bit each, for
 // the 128 TiB a process's mappings live in without asking for more. 8 MiB
 // of zero pages; a page of it is touched per 64 GiB of addresses looked up.
-constexpr std::size_t kChunkBytes = std::size_t{2} << 20;
+constexpr unsigned kChunkShift = 21;
+constexpr std::size_t kChunkBytes = std::size_t{1} << kChunkShift;
 constexpr unsigned kAddressBits = 47;
-std::atomic<std::uint64_t> g_chunk_bits[(std::size_t{1} << (kAddressBits - 21)) / 64];
+std::atomic<std::uint64_t> g_chunk_bits[(std::size_t{1} << (kAddressBits - kChunkShift)) / 64];
 
 void mark_chunk(const char* base) noexcept {
-  const std::uintptr_t i = reinterpret_cast<std::uintptr_t>(base) >> 21;
+  const std::uintptr_t i = reinterpret_cast<std::uintptr_t>(base) >> kChunkShift;
   g_chunk_bits[i / 64].fetch_or(std::uint64_t{1} << (i % 64), std::memory_order_relaxed);
 }
 
@@ -130,7 +136,7 @@ void mark_chunk(const char* base) noexcept {
 [[maybe_unused]] bool in_chunk(const void* p) noexcept {
   const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p);
   if ((a >> kAddressBits) != 0) return false;
-  const std::uintptr_t i = a >> 21;
+  const std::uintptr_t i = a >> kChunkShift;
   return ((g_chunk_bits[i / 64].load(std::memory_order_relaxed) >> (i % 64)) & 1) != 0;
 }
 char* slab_end(Slab* s) noexcept { return reinterpret_cast<char*>(s) + kSlabBytes; }
@@ -511,7 +517,7 @@ void* frame_allocate(std::size_t size) {
     return ::new (raw) Header{const_cast<FrameHooks*>(hooks), Source::hooks, 0} + 1;
   }
 #if SHOAL_FRAME_CACHE
-  const std::size_t c = (size + kGranule - 1) / kGranule - 1;
+  const std::size_t c = class_of(size);
   if (c < kClasses && !tls_cache_dead) {
     FrameCache* cache = tls_cache.get();
     void* block = cache->pop(c);
@@ -524,21 +530,20 @@ void* frame_allocate(std::size_t size) {
 
 #if SHOAL_FRAME_CACHE
 namespace {
-/// The cache `p` (a block of `size` bytes) belongs to, or null if it has
-/// a header (see the top of the file).
+/// The cache `p` (a block of class `c`) belongs to, or null if it has a
+/// header: one inside a cache block is of a smaller class than its slab
+/// (see the top of the file).
 [[gnu::always_inline]] inline FrameCache* cache_of(void* p, std::size_t c) noexcept {
   if (c >= kClasses || !in_chunk(p)) return nullptr;
   Slab* s = slab_of(p);
-  if (s->size_class != c || p < s->start) return nullptr;
-  const auto offset = static_cast<std::size_t>(static_cast<char*>(p) - s->start);
-  return offset % ((c + 1) * kGranule) == 0 ? s->owner : nullptr;
+  return s->size_class == c ? s->owner : nullptr;
 }
 }  // namespace
 #endif
 
 void frame_deallocate(void* p, std::size_t size) noexcept {
 #if SHOAL_FRAME_CACHE
-  const std::size_t c = (size + kGranule - 1) / kGranule - 1;
+  const std::size_t c = class_of(size);
   if (FrameCache* owner = cache_of(p, c)) {
     if (tls_cache_dead) {
       auto* b = static_cast<FreeBlock*>(p);

@@ -176,15 +176,15 @@ void Runtime::dump_all(std::ostream& out) { detail::dump_all_runtimes(out); }
 
 namespace detail {
 void set_task_name(TaskRecord& f, const char* name, std::size_t size) {
+  const char* origin = f.origin();
+  const std::uint32_t line = f.origin_line();
   std::unique_ptr<TaskName> label;
   if (size != 0) {
     std::unique_ptr<char[]> copy(new char[size + 1]);
     std::memcpy(copy.get(), name, size);
     copy[size] = '\0';
-    label.reset(new TaskName{f.origin(), f.origin_line(), copy.release()});
+    label.reset(new TaskName{origin, line, std::move(copy)});
   }
-  const char* origin = f.origin();
-  const std::uint32_t line = f.origin_line();
   std::unique_ptr<const TaskName> old(f.named());
   // A task in its scope's list can be in a dump, which reads labels under
   // that scope's lock; before that, nobody else sees the record.

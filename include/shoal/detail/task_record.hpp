@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
 
 #include "shoal/detail/intrusive_list.hpp"
 #include "shoal/detail/raise.hpp"
@@ -56,8 +57,7 @@ inline constexpr std::uint16_t kBudget = 128;
 struct TaskName {
   const char* origin;
   std::uint32_t line;
-  char* name;  // owned
-  ~TaskName() { delete[] name; }
+  std::unique_ptr<char[]> name;
 };
 
 struct TaskRecord {
@@ -206,7 +206,7 @@ inline std::uint32_t TaskRecord::origin_line() const noexcept {
 }
 inline const char* TaskRecord::name() const noexcept {
   const TaskName* n = named();
-  return n != nullptr ? n->name : nullptr;
+  return n != nullptr ? n->name.get() : nullptr;
 }
 inline void TaskRecord::set_origin(const char* where, std::uint32_t line) noexcept {
   if (origin_line_ == kNamed) {
