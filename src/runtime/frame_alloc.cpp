@@ -70,7 +70,7 @@ static_assert(sizeof(Header) == 16);
 [[maybe_unused]] constexpr std::size_t kLocalCap = 4096;
 
 /// The size class of a cache block of `size` bytes (kClasses or more: too big).
-constexpr std::size_t class_of(std::size_t size) noexcept { return (size + kGranule - 1) / kGranule - 1; }
+[[maybe_unused]] constexpr std::size_t class_of(std::size_t size) noexcept { return (size + kGranule - 1) / kGranule - 1; }
 
 struct FreeBlock {
   FreeBlock* next;
