@@ -48,13 +48,27 @@ namespace shoal {
 
 namespace detail {
 
-/// A cheap per-thread random start for a select's scan (xorshift64*).
+/// A cheap per-thread random number for a select's scan order (xorshift64*).
 inline std::uint32_t select_random() noexcept {
   thread_local std::uint64_t state = 0x9e3779b97f4a7c15ull ^ reinterpret_cast<std::uintptr_t>(&state);
   state ^= state >> 12;
   state ^= state << 25;
   state ^= state >> 27;
   return static_cast<std::uint32_t>((state * 0x2545f4914f6cdd1dull) >> 32);
+}
+
+/// A uniformly random scan order over a select's N cases (Fisher-Yates).
+/// A random start alone is not fair: a ready case right after k not-ready
+/// ones would be first whenever the start falls on any of them.
+template <std::size_t N>
+void select_shuffle(std::uint8_t (&order)[N]) noexcept {
+  for (std::size_t i = 0; i < N; ++i) order[i] = static_cast<std::uint8_t>(i);
+  for (std::size_t i = N - 1; i > 0; --i) {
+    const std::size_t j = select_random() % (i + 1);
+    const std::uint8_t t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
 }
 
 // Every case type offers the same small interface to Select:
@@ -298,7 +312,7 @@ class [[nodiscard]] Select {
       cancelled_ = true;
       return false;
     }
-    if (arm(detail::select_random() % N)) return true;  // parked: nothing may touch *this from here on
+    if (arm()) return true;  // parked: nothing may touch *this from here on
     if (won_ < 0 || !detail::consume_budget(f_)) return false;
     detail::yield_from(f_, h, this);  // completed without waiting: a schedule point once per budget
     return true;
@@ -311,15 +325,17 @@ class [[nodiscard]] Select {
   }
 
  private:
-  // One round: under every lock, try each case from a random start and link
+  // One round: under every lock, try each case in a random order and link
   // it if it cannot complete; then park. True: parked. False: over (won_ is
   // the case that completed, or -1 when cancelled).
-  bool arm(std::size_t first) noexcept {
+  bool arm() noexcept {
+    std::uint8_t order[N];
+    detail::select_shuffle(order);
     // Lock-free first, in scan order, up to the first case that needs its
     // lock; the locked scan below starts from the same case, so the order
     // of preference is one scan's either way.
     for (std::size_t k = 0; k < N; ++k) {
-      const std::size_t i = (first + k) % N;
+      const std::size_t i = order[k];
       const int r = visit_int(i, [](auto& c) { return c.poll_fast(); });
       if (r > 0) {
         won_ = static_cast<int>(i);
@@ -336,12 +352,12 @@ class [[nodiscard]] Select {
     {
       detail::MultiSection sec(locks, n);
       for (std::size_t k = 0; k < N && completed < 0; ++k) {
-        const std::size_t i = (first + k) % N;
+        const std::size_t i = order[k];
         if (visit(i, [&](auto& c) { return c.poll_locked(sec); })) completed = static_cast<int>(i);
       }
       std::size_t linked = 0;  // in scan order
       for (; completed < 0 && linked < N; ++linked) {
-        const std::size_t i = (first + linked) % N;
+        const std::size_t i = order[linked];
         if (visit(i, [&](auto& c) { return c.link_locked(sec, claim_, static_cast<std::uint32_t>(i), f_); })) {
           completed = static_cast<int>(i);
         }
@@ -356,7 +372,7 @@ class [[nodiscard]] Select {
         for (std::size_t k = 0; k < N; ++k) visit(k, [](auto& c) { c.disarm_locked(); return false; });
         // Released before disarming the hook: never disarm under a lock cancel_wait takes.
       } else {
-        for (std::size_t k = 0; k < linked; ++k) visit((first + k) % N, [](auto& c) { c.disarm_locked(); return false; });
+        for (std::size_t k = 0; k < linked; ++k) visit(order[k], [](auto& c) { c.disarm_locked(); return false; });
       }
     }
     if (completed >= 0) {
@@ -381,7 +397,7 @@ class [[nodiscard]] Select {
     } else if (w >= 0 && !s.f_->cancelled()) {
       s.claim_.reset();
       s.for_each([](auto& c, std::size_t) { c.reset(); });
-      if (s.arm(detail::select_random() % N)) return;  // parked again; the coroutine never saw the wake
+      if (s.arm()) return;  // parked again; the coroutine never saw the wake
     } else {
       s.won_ = -1;  // cancelled
     }
@@ -445,8 +461,8 @@ class [[nodiscard]] Select {
 /// std::optional<T> (nullopt: closed and drained), the others
 /// std::monostate. Every other case leaves its primitive as it was: no
 /// value taken, none sent, no notification consumed. Among cases ready at
-/// once, the one chosen starts a scan at a random case, so each gets its
-/// turn. Tasks only (plain threads use the channels' blocking forms).
+/// once, each is equally likely to be chosen (the cases are tried in a
+/// fresh random order every time). Tasks only (plain threads use the channels' blocking forms).
 /// Checkpoint: yes: a cancelled task throws before any case is tried; a
 ///   select that completes without waiting yields once per budget.
 /// Cancellation: no case completed (nothing taken or sent). A case completed
