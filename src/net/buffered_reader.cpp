@@ -42,6 +42,12 @@ Task<bool> BufferedReader::fill() {
 }
 
 Task<std::optional<std::size_t>> BufferedReader::scan(char delim, std::size_t limit) {
+  // A call cut off while waiting keeps what it searched; only a call for the
+  // same delimiter may skip it (another would merge records past its own).
+  if (delim != scanned_for_) {
+    scanned_ = 0;
+    scanned_for_ = delim;
+  }
   for (;;) {
     const std::size_t have = buf_.size() - start_;
     const std::size_t look = std::min(have, limit);

@@ -86,6 +86,28 @@ SHOAL_TEST(BufferedReaderTest, ReadUntilKeepsTheDelimiterAndReturnsTheRestAtTheE
   EXPECT_EQ(records, (std::vector<std::string>{"a;", "bb;", "c"}));
 }
 
+SHOAL_TEST(BufferedReaderTest, ACallCutOffMidScanLeavesNoTraceForTheNextDelimiter) {
+  // read_until(' ') searches the buffered "a\nb\nc" for a space, finds none,
+  // and waits for more; cancelled there, it must not leave its "already
+  // searched" mark for a next_line, which would then skip the newlines and
+  // return the three records as one (or throw a spurious LineTooLong).
+  Pair pair = stream_pair();  // not a structured binding: clang 14 cannot capture one
+  Stream& in = pair.a;
+  Stream& out = pair.b;
+  co_await out.write_all(std::string_view("a\nb\nc"));
+  BufferedReader r(in);
+  // Until the cut-off call has read (and so searched) all five bytes: each
+  // call reads what is there, searches it, and is cut off waiting for more.
+  for (int attempt = 0; attempt < 500 && r.buffered().size() < 5; ++attempt) {
+    co_await shoal::move_on_after(20ms, r.read_until(' ', 100));
+  }
+  EXPECT_EQ(r.buffered(), "a\nb\nc") << "the cut-off calls never read all five bytes";
+  out.close();
+  std::vector<std::string> lines;
+  while (auto line = co_await r.read_line(3)) lines.push_back(*line);
+  EXPECT_EQ(lines, (std::vector<std::string>{"a", "b", "c"}));
+}
+
 SHOAL_TEST(BufferedReaderTest, ReadExactTakesBufferedBytesFirstThenTheStream) {
   Pair pair = stream_pair();  // not a structured binding: clang 14 cannot capture one
   Stream& in = pair.a;

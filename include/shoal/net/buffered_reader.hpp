@@ -81,7 +81,8 @@ class BufferedReader {
   std::size_t chunk_;
   std::string buf_;
   std::size_t start_ = 0;    // consumed prefix of buf_
-  std::size_t scanned_ = 0;  // bytes after start_ already searched for the delimiter
+  std::size_t scanned_ = 0;  // bytes after start_ already searched for scanned_for_
+  char scanned_for_ = 0;     // a call with another delimiter searches from start_ again
   bool eof_ = false;
 };
 
