@@ -1,6 +1,8 @@
-// The tasks pinned to one worker (spawn_local): never stolen. An owner-only
-// FIFO, plus an inbox (a lock-free stack) for wakes from other threads; the
-// push that makes the inbox non-empty tells the caller to unpark the owner.
+// The tasks pinned to one worker (spawn_local, or moved there by contention):
+// an owner-only FIFO, plus an inbox (a lock-free stack) for wakes from other
+// threads; the push that makes the inbox non-empty tells the caller to
+// unpark the owner. Only the driver watch takes from another's inbox, to
+// free the contention moves of a worker stuck in one step (watch.cpp).
 #pragma once
 
 #include "shoal/detail/task_record.hpp"
@@ -25,9 +27,10 @@ class PinnedLane {
     } while (!inbox_.compare_exchange_weak(head, f, std::memory_order_release, std::memory_order_relaxed));
     return head == nullptr;
   }
-  /// Owner only: moves the inbox into the FIFO, oldest first.
-  void drain_remote() noexcept {
-    if (inbox_.load(std::memory_order_relaxed) == nullptr) return;
+  /// Any thread: takes the whole inbox, oldest first (linked by `next`).
+  /// Safe beside the owner's drain: each takes what its exchange got.
+  TaskRecord* take_remote() noexcept {
+    if (inbox_.load(std::memory_order_relaxed) == nullptr) return nullptr;
     TaskRecord* f = inbox_.exchange(nullptr, std::memory_order_acquire);
     TaskRecord* rev = nullptr;  // the stack is newest-first
     while (f != nullptr) {
@@ -36,6 +39,11 @@ class PinnedLane {
       rev = f;
       f = next;
     }
+    return rev;
+  }
+  /// Owner only: moves the inbox into the FIFO, oldest first.
+  void drain_remote() noexcept {
+    TaskRecord* rev = take_remote();
     while (rev != nullptr) {
       TaskRecord* next = rev->next;
       push(rev);

@@ -145,6 +145,13 @@ bool Scheduler::migrate(TaskRecord* f, std::uint8_t slot, bool end_at_long_poll)
       (pin_of(f) != 0 && !soft)) {
     return false;
   }
+  // Not to a worker the watch found stuck in one step: the task would wait
+  // there past its deadline, unreachable by its canceller (watch.cpp).
+  if (const Worker& to = *workers_[slot]; to.stalled_at.load(std::memory_order_relaxed) != 0 &&
+                                          to.stalled_at.load(std::memory_order_relaxed) ==
+                                              to.polls.load(std::memory_order_relaxed) + 1) {
+    return false;
+  }
   // Pinned there for 64 budget yields, until a lock's move waits, or until
   // a channel's move ends a long poll (count_soft_pin; soft_pin_at_wait):
   // stealing the contenders back apart at once would only make them

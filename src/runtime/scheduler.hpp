@@ -64,6 +64,11 @@ struct Worker {
   Parker parker;
   // Counters for metrics, written only by this worker (bump()), read by
   // any thread; on a line of their own (others write the parker's state).
+  // The driver watch (watch.cpp): `polls` at its last look, and polls + 1
+  // while it finds this worker stuck in one step (contention moves to it
+  // are refused then). Read by movers, written by the watcher only.
+  alignas(64) shim::atomic<std::uint64_t> watch_polls{0};
+  shim::atomic<std::uint64_t> stalled_at{0};
   alignas(64) shim::atomic<std::uint64_t> polls{0};
   shim::atomic<std::uint64_t> spawns{0}, finishes{0}, steals{0}, injector_pulls{0}, lifo_hits{0}, yields{0},
       parks{0};
@@ -172,6 +177,9 @@ class Scheduler {
   void run_woken(Worker& w) noexcept;
   struct WatchState;
   void watch_tick(WatchState& st) noexcept;
+  /// The watch's look at workers stuck in one step: their contention moves
+  /// run elsewhere (watch.cpp).
+  void free_stalled_moves() noexcept;
   void wake_block_on_threads() noexcept;
   void root_sleep(std::uint32_t gen, const std::chrono::nanoseconds* timeout) noexcept;
   void left_park() noexcept;

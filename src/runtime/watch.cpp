@@ -25,6 +25,19 @@
 //
 // Several block_on threads: one watches (watch_taken_), the others sleep
 // untimed on the same word; the watcher leaving hands the watch on.
+//
+// The watch also frees contention moves from a stuck worker. A task that
+// met a lock's holder (or a channel's home) on another worker moves there
+// (Scheduler::migrate) and waits in that worker's pinned inbox, where
+// neither its deadline nor its canceller can reach it: it is queued, not
+// waiting. If that worker stays in one step (a body that computes for
+// 600 ms, or blocks in read(2) for a byte the moved task would write after
+// giving up: a deadlock), the move must not hold. So every tick, a worker
+// whose step count has not moved since the last tick and whose inbox holds
+// tasks is stuck: its soft-pinned tasks lose their pin and go to the
+// injector, its hard-pinned ones (spawn_local) go back, and moves to it are
+// refused until it takes another step. A freed task then waits where its
+// deadline and canceller reach it. A move is held up by at most two ticks.
 #include <chrono>
 
 #include "src/runtime/futex.hpp"
@@ -117,7 +130,32 @@ void Scheduler::wait_root(const shim::atomic<bool>& done) noexcept {
   }
 }
 
+void Scheduler::free_stalled_moves() noexcept {
+  for (auto& wp : workers_) {
+    Worker& w = *wp;
+    const std::uint64_t polls = w.polls.load(std::memory_order_relaxed);
+    const bool stuck = polls == w.watch_polls.load(std::memory_order_relaxed) &&
+                       w.activity.load(std::memory_order_relaxed) == 0;
+    w.watch_polls.store(polls, std::memory_order_relaxed);
+    if (!stuck) continue;
+    TaskRecord* f = w.pinned.take_remote();
+    if (f == nullptr) continue;
+    w.stalled_at.store(polls + 1, std::memory_order_relaxed);
+    while (f != nullptr) {
+      TaskRecord* next = f->next;
+      if ((f->flags & TaskRecord::kSoftPin) != 0) {
+        end_soft_pin(f);  // ours now: taken from the inbox, not running
+        inject(f);
+      } else {
+        (void)w.pinned.push_remote(f);  // the owner is awake (running), nobody to unpark
+      }
+      f = next;
+    }
+  }
+}
+
 void Scheduler::watch_tick(WatchState& st) noexcept {
+  free_stalled_moves();
   const std::uint64_t turns = driver_.turns();
   const bool turned = turns != st.turns;
   st.turns = turns;

@@ -1,5 +1,6 @@
 // The runtime: worker count and SHOAL_THREADS, run/block_on, stealing,
 // cancelling the main task.
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
@@ -74,6 +75,13 @@ TEST(ShoalThreads, RuntimeUsesTheVariable) {
 TEST(ShoalThreads, RuntimeRejectsABadValueAtCreation) {
   EnvGuard env("SHOAL_THREADS", "5000");
   EXPECT_THROW(shoal::Runtime rt, std::invalid_argument);
+}
+
+TEST(ShoalThreads, AnEmptyValueCountsAsUnset) {
+  EnvGuard env("SHOAL_THREADS", "");  // as containers set it
+  shoal::Runtime rt;
+  long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  EXPECT_EQ(rt.worker_count(), static_cast<std::size_t>(std::clamp<long>(cores, 2, 32)));
 }
 
 TEST(ShoalThreads, DefaultIsOnlineCoresClampedToTwoThroughThirtyTwo) {
@@ -306,6 +314,38 @@ TEST(SchedulerPin, AChannelMoveLastsThroughAWaitALockMoveDoesNot) {
     }
     EXPECT_EQ(pinned_after_wait > 0, channel) << (channel ? "channel" : "lock");
     EXPECT_EQ(resumed_elsewhere, 0) << "the wake ran the pinned task on another worker";
+  }
+}
+
+// A move to a worker stuck in one step (its thread blocked in poll(2)) is
+// freed by the driver watch: the task runs on another worker within a couple
+// of ticks, where it writes the byte the stuck one waits for. Without that,
+// both wait for each other until the 10 s bound.
+TEST(SchedulerPin, AMoveToAWorkerStuckInOneStepRunsElsewhere) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "a move to a stuck worker");
+  for (const bool channel : {true, false}) {
+    int fd[2];
+    ASSERT_EQ(::pipe(fd), 0);
+    std::atomic<int> stuck_on{-1};
+    bool came = false, ran_elsewhere = false;
+    shoal::run(shoal::scope([&](shoal::Scope& s) -> Task<void> {
+                 s.spawn([&]() -> Task<void> {
+                   stuck_on.store(shoal::detail::current_record()->worker);
+                   pollfd pfd{fd[0], POLLIN, 0};
+                   came = ::poll(&pfd, 1, 10'000) == 1;
+                   co_return;
+                 });
+                 while (stuck_on.load() < 0) co_await shoal::sleep_for(std::chrono::milliseconds(1));
+                 const auto to = static_cast<std::uint8_t>(stuck_on.load());
+                 co_await MoveTo{to, channel};
+                 ran_elsewhere = shoal::detail::current_record()->worker != to;
+                 EXPECT_EQ(::write(fd[1], "x", 1), 1);
+               }),
+               shoal::RuntimeOptions::with_workers(2));
+    ::close(fd[0]);
+    ::close(fd[1]);
+    EXPECT_TRUE(came) << (channel ? "channel" : "lock") << ": the moved task never left the stuck worker";
+    EXPECT_TRUE(ran_elsewhere) << (channel ? "channel" : "lock");
   }
 }
 
