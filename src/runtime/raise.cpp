@@ -13,15 +13,12 @@
 
 #include "shoal/runtime/errors.hpp"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SHOAL_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SHOAL_ASAN 1
-#endif
-#endif
-#if SHOAL_ASAN
-#include <sanitizer/asan_interface.h>
+#if SHOAL_DIRECT_RAISE
+// ASan's hook for a stack left without returning, which its __cxa_throw
+// interceptor calls. Weak, and looked for at run time: whether the program
+// runs under ASan is the program's choice (its own build may have ASan when
+// this library's has none), not this library's.
+extern "C" void __asan_handle_no_return() __attribute__((weak));
 #endif
 
 namespace shoal::detail {
@@ -60,9 +57,7 @@ _Unwind_Exception* new_cancelled_exception() noexcept {
   // first handler that matches.
   header->private_1 = 0;
   header->private_2 = 0;
-#if SHOAL_ASAN
-  __asan_handle_no_return();  // what ASan's __cxa_throw interceptor does
-#endif
+  if (&__asan_handle_no_return != nullptr) __asan_handle_no_return();  // what ASan's __cxa_throw does
   return header;
 }
 

@@ -32,13 +32,18 @@
 #define SHOAL_DIRECT_RAISE 0
 #endif
 
-// On x86-64 the raise goes one step further: when the raising frame has
-// the landing pad (a coroutine's catch-all, or a cleanup on the way to it),
-// it jumps there itself, as the unwinder's install step would, and the
-// unwinder never runs: src/runtime/raise.cpp reads the frame's exception
-// table once per raise site and keeps the answer. Not under CET (a jump
-// the shadow stack has not seen) or SHOAL_NO_RAISE_IN_FRAME.
-#if SHOAL_DIRECT_RAISE && defined(__x86_64__) && !defined(__CET__) && !defined(SHOAL_NO_RAISE_IN_FRAME)
+// Opt-in, experimental (the CMake option SHOAL_EXPERIMENTAL_RAISE_IN_FRAME,
+// off by default, which defines the macro for the library and every user
+// alike): on x86-64 the raise goes one step further. When the raising
+// frame has the landing pad (a coroutine's catch-all, or a cleanup on the
+// way to it), it jumps there itself, as the unwinder's install step would,
+// and the unwinder never runs: src/runtime/raise.cpp reads the frame's
+// exception table once per raise site and keeps the answer. Off by default
+// because a kept answer can outlive the code it describes (a plugin
+// unloaded and rebuilt at the same address: docs/cancellation.md). Never
+// under CET (a jump the shadow stack has not seen) or x32.
+#if SHOAL_DIRECT_RAISE && defined(SHOAL_EXPERIMENTAL_RAISE_IN_FRAME) && defined(__x86_64__) && \
+    !defined(__ILP32__) && !defined(__CET__)
 #define SHOAL_RAISE_IN_FRAME 1
 #else
 #define SHOAL_RAISE_IN_FRAME 0
