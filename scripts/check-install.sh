@@ -49,6 +49,14 @@ run() { LD_LIBRARY_PATH=$libdir "$@"; }
 run "$work/consumer/consumer"
 run "$work/consumer/testing_consumer"
 run "$work/consumer/tls_consumer"
+# Only the tls component needs OpenSSL: a consumer that does not ask for it
+# configures where OpenSSL cannot be found.
+cmake -S tests/install -B "$work/consumer_no_tls" -G Ninja "${find_args[@]}" -DWITH_TLS=OFF \
+  -DCMAKE_DISABLE_FIND_PACKAGE_OpenSSL=ON >"$work/no_tls.txt" 2>&1 ||
+  { echo "check-install: a consumer without COMPONENTS tls failed without OpenSSL:" >&2; cat "$work/no_tls.txt" >&2; exit 1; }
+cmake --build "$work/consumer_no_tls" >/dev/null
+run "$work/consumer_no_tls/consumer"
+echo "a consumer without COMPONENTS tls configures and runs without OpenSSL"
 
 for std in c++20 c++2b; do
   g++ -std=$std tests/install/main.cpp -o "$work/pc_consumer" $(pkg-config --cflags --libs shoal)
