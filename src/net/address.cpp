@@ -44,6 +44,17 @@ std::uint16_t parse_port(std::string_view text, std::string_view port) {
 
 }  // namespace
 
+namespace {
+// Why `host` (no ':') is not an IPv4 address: digits and dots that do not
+// make one, or a name, which needs a resolver.
+std::string not_ipv4(std::string_view host) {
+  const bool numeric = !host.empty() && host.find_first_not_of("0123456789.") == std::string_view::npos;
+  return "\"" + std::string(host) + "\"" +
+         (numeric ? " is not a valid IPv4 address (four numbers 0..255 separated by dots)"
+                  : " is not an IPv4 address (hostnames need net::resolve)");
+}
+}  // namespace
+
 Address::Address() noexcept : storage_{}, len_(0) {}
 
 Address Address::ip(std::string_view host, std::uint16_t port) {
@@ -58,7 +69,7 @@ Address Address::ip(std::string_view host, std::uint16_t port) {
   } else {
     auto* sa = reinterpret_cast<sockaddr_in*>(&a.storage_);
     if (::inet_pton(AF_INET, h.c_str(), &sa->sin_addr) != 1) {
-      bad(host, "\"" + h + "\" is not an IPv4 address (hostnames need net::resolve)");
+      bad(host, not_ipv4(h));
     }
     sa->sin_family = AF_INET;
     sa->sin_port = htons(port);
@@ -119,7 +130,7 @@ Address Address::parse(std::string_view text) {
   try {
     return ip(text.substr(0, colon), port);
   } catch (const std::invalid_argument&) {
-    bad(text, "\"" + std::string(text.substr(0, colon)) + "\" is not an IPv4 address (hostnames need net::resolve)");
+    bad(text, not_ipv4(text.substr(0, colon)));
   }
 }
 

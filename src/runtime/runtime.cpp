@@ -37,8 +37,9 @@ RuntimeOptions normalize(RuntimeOptions o) {
   if (o.deterministic_seed) {
     o.workers = 1;
   } else if (o.workers == 0) {
+    // Set but empty (as container and CI templates often leave it) is unset.
     const char* env = std::getenv("SHOAL_THREADS");
-    o.workers = (env != nullptr) ? parse_thread_count(env) : default_workers();
+    o.workers = (env != nullptr && *env != '\0') ? parse_thread_count(env) : default_workers();
   } else if (o.workers > 1024) {
     throw std::invalid_argument("shoal: RuntimeOptions::workers = " + std::to_string(o.workers) +
                                 " is out of range (expected 1..1024)");

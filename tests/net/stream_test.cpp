@@ -435,7 +435,9 @@ TEST(AddressTest, ErrorsNameWhatIsWrong) {
   expect_rejected("127.0.0.1", "port is missing");
   expect_rejected("127.0.0.1:", "port is missing");
   expect_rejected("127.0.0.1:http", "is not a number");
-  expect_rejected("256.1.1.1:80", "\"256.1.1.1\" is not an IPv4 address");
+  expect_rejected("256.1.1.1:80", "\"256.1.1.1\" is not a valid IPv4 address");
+  expect_rejected("300.1.1.1:80", "\"300.1.1.1\" is not a valid IPv4 address");
+  expect_rejected("1.2.3:80", "\"1.2.3\" is not a valid IPv4 address");
   expect_rejected("example.com:80", "hostnames need net::resolve");
   expect_rejected("::1:80", "needs brackets");
   expect_rejected("[::1:80", "not closed");

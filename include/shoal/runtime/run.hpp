@@ -26,8 +26,8 @@ namespace shoal {
 /// deterministic executor and manual clock for tests. The defaults suit a
 /// production server.
 struct RuntimeOptions {
-  /// Worker threads (at most 1024). 0: `SHOAL_THREADS` if set (1..1024),
-  /// else clamp(online cores, 2, 32).
+  /// Worker threads (at most 1024). 0: `SHOAL_THREADS` if set and not
+  /// empty (1..1024), else clamp(online cores, 2, 32).
   std::size_t workers = 0;
   /// Receives faults after the first in a scope (the first is rethrown), a
   /// race loser's late fault and a failed `finally` cleanup's. Default: one
