@@ -30,8 +30,11 @@ shoal::Task<void> serve(shoal::net::Listener& listener, const Args& args, shoal:
     co_return;
   }
 #if SHOAL_EXAMPLE_TLS
-  auto tls = shoal::tls::Context::server({.certificate_chain_file = args.certificate, .private_key_file = args.key,
-                                          .alpn = {"http/1.1"}});
+  shoal::tls::ServerOptions tls_options;
+  tls_options.certificate_chain_file = args.certificate;
+  tls_options.private_key_file = args.key;
+  tls_options.alpn = {"http/1.1"};
+  auto tls = shoal::tls::Context::server(tls_options);
   co_await shoal::http::serve(listener, std::move(options), shoal::http::ServerOptions{}, std::move(tls),
                               hello::Handler{});
 #endif

@@ -71,10 +71,20 @@ int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const un
   return SSL_TLSEXT_ERR_OK;
 }
 
-std::shared_ptr<ssl_ctx_st> new_context(const SSL_METHOD* method) {
+std::shared_ptr<ssl_ctx_st> new_context(const SSL_METHOD* method, const Profile& p) {
   std::shared_ptr<ssl_ctx_st> ctx(SSL_CTX_new(method), SSL_CTX_free);
   if (!ctx) fail("cannot create a context");
-  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+  SSL_CTX_set_min_proto_version(ctx.get(), p.min_version == Version::tls1_3 ? TLS1_3_VERSION : TLS1_2_VERSION);
+  // An empty or unknown list is refused by OpenSSL: say which setting it was.
+  if (SSL_CTX_set_cipher_list(ctx.get(), p.tls12_ciphers.c_str()) != 1) {
+    fail("Profile::tls12_ciphers \"" + p.tls12_ciphers + "\" names no cipher suite OpenSSL offers");
+  }
+  if (SSL_CTX_set_ciphersuites(ctx.get(), p.tls13_ciphersuites.c_str()) != 1) {
+    fail("Profile::tls13_ciphersuites \"" + p.tls13_ciphersuites + "\" is not a valid TLS 1.3 suite list");
+  }
+  if (SSL_CTX_set1_groups_list(ctx.get(), p.groups.c_str()) != 1) {
+    fail("Profile::groups \"" + p.groups + "\" is not a valid list of key-exchange groups");
+  }
   // Idle connections give their record buffers back (34 KiB each otherwise).
   SSL_CTX_set_mode(ctx.get(), SSL_MODE_RELEASE_BUFFERS);
   // A renegotiation would make a write wait for a read, which a reader and a
@@ -92,7 +102,7 @@ bool is_ip_address(const std::string& host) {
 }  // namespace
 
 Context Context::client(const ClientOptions& o) {
-  auto ctx = new_context(TLS_client_method());
+  auto ctx = new_context(TLS_client_method(), o.profile);
   if (o.verify) {
     SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
     if (!o.ca_file.empty()) {
@@ -116,7 +126,7 @@ Context Context::client(const ClientOptions& o) {
 Context Context::client() { return client(ClientOptions{}); }
 
 Context Context::server(const ServerOptions& o) {
-  auto ctx = new_context(TLS_server_method());
+  auto ctx = new_context(TLS_server_method(), o.profile);
   if (SSL_CTX_use_certificate_chain_file(ctx.get(), o.certificate_chain_file.c_str()) != 1) {
     fail("cannot load the certificate chain " + o.certificate_chain_file);
   }

@@ -9,7 +9,10 @@
 int main() {
   const auto client = shoal::tls::Context::client();
   try {
-    (void)shoal::tls::Context::server({.certificate_chain_file = "/nonexistent/cert.pem", .private_key_file = "k"});
+    shoal::tls::ServerOptions options;
+    options.certificate_chain_file = "/nonexistent/cert.pem";
+    options.private_key_file = "k";
+    (void)shoal::tls::Context::server(options);
   } catch (const shoal::tls::Error& e) {
     const bool named = std::string(e.what()).find("/nonexistent/cert.pem") != std::string::npos;
     std::printf("installed shoal::tls works: %s\n", named ? "yes" : e.what());

@@ -2,6 +2,7 @@
 // s_client, and curl. The certificates (a CA, a server certificate for
 // localhost and 127.0.0.1, an expired one) are made at test time with the
 // openssl command line.
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -66,11 +67,18 @@ const Certs& certs() {
 }
 
 tls::Context server_context(const std::string& cert, std::vector<std::string> alpn = {}) {
-  return tls::Context::server({.certificate_chain_file = cert, .private_key_file = certs().key, .alpn = std::move(alpn)});
+  tls::ServerOptions o;
+  o.certificate_chain_file = cert;
+  o.private_key_file = certs().key;
+  o.alpn = std::move(alpn);
+  return tls::Context::server(o);
 }
 
 tls::Context client_context(std::vector<std::string> alpn = {}) {
-  return tls::Context::client({.verify = true, .ca_file = certs().ca, .alpn = std::move(alpn)});
+  tls::ClientOptions o;
+  o.ca_file = certs().ca;
+  o.alpn = std::move(alpn);
+  return tls::Context::client(o);
 }
 
 /// Expects `task` to throw tls::Error whose message holds every one of `parts`.
@@ -127,6 +135,54 @@ SHOAL_TEST(Tls, AShoalClientAndServerTalkAndAgreeOnAlpn) {
     co_await c.write_all(std::string_view("hello"));
     EXPECT_EQ(co_await read_to_end(c), "echo: hello") << "a clean close_notify reads as end of stream";
   });
+}
+
+// The default profile offers TLS 1.2 with ECDHE and AEAD suites only: a
+// client that offers nothing but CBC suites (TLS 1.2 at most) is refused.
+SHOAL_TEST(Tls, TheDefaultProfileRefusesAClientThatOffersOnlyCbcSuites) {
+  auto l = Listener::bind(Address::parse("127.0.0.1:0"));
+  co_await shoal::scope([&](shoal::Scope& sc) -> Task<void> {
+    sc.spawn(serve_once(l, server_context(certs().cert), "no"));
+    tls::ClientOptions o;
+    o.ca_file = certs().ca;
+    o.profile.tls12_ciphers = "ECDHE-ECDSA-AES128-SHA:ECDHE-RSA-AES128-SHA:AES128-SHA:AES256-SHA256";  // CBC only
+    tls::Context cbc_only = tls::Context::client(o);
+    SSL_CTX_set_max_proto_version(cbc_only.native(), TLS1_2_VERSION);
+    auto attempt = [&]() -> Task<void> { (void)co_await dial(l.local_address(), cbc_only, "localhost"); };
+    const std::vector<std::string> says{"localhost", "handshake failure"};
+    co_await expect_tls_error(attempt(), says);
+  });
+  // The same client, allowed an AEAD suite, is served: the refusal was the suites.
+  auto l2 = Listener::bind(Address::parse("127.0.0.1:0"));
+  co_await shoal::scope([&](shoal::Scope& sc) -> Task<void> {
+    sc.spawn(serve_once(l2, server_context(certs().cert), "ok"));
+    tls::ClientOptions o;
+    o.ca_file = certs().ca;
+    o.profile.tls12_ciphers = "ECDHE-ECDSA-AES128-SHA:ECDHE-RSA-AES128-SHA:ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256";
+    tls::Context with_aead = tls::Context::client(o);
+    SSL_CTX_set_max_proto_version(with_aead.native(), TLS1_2_VERSION);
+    tls::Stream c = co_await dial(l2.local_address(), with_aead, "localhost");
+    EXPECT_EQ(co_await read_to_end(c), "ok");
+  });
+}
+
+TEST(TlsProfile, ASettingOpensslRefusesIsNamed) {
+  tls::ClientOptions o;
+  o.profile.tls12_ciphers = "NO-SUCH-CIPHER";
+  try {
+    (void)tls::Context::client(o);
+    ADD_FAILURE() << "accepted";
+  } catch (const tls::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Profile::tls12_ciphers \"NO-SUCH-CIPHER\""), std::string::npos) << e.what();
+  }
+  tls::ClientOptions g;
+  g.profile.groups = "P-999";
+  try {
+    (void)tls::Context::client(g);
+    ADD_FAILURE() << "accepted";
+  } catch (const tls::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Profile::groups"), std::string::npos) << e.what();
+  }
 }
 
 SHOAL_TEST(Tls, AnIpAddressIsVerifiedAgainstTheCertificatesIpNames) {

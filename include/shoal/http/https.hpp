@@ -2,7 +2,10 @@
 // options and handlers as plain HTTP; each connection first does its TLS
 // handshake within the header timeout.
 //
-//   auto ctx = shoal::tls::Context::server({.certificate_chain_file = "cert.pem", .private_key_file = "key.pem"});
+//   shoal::tls::ServerOptions tls_options;
+//   tls_options.certificate_chain_file = "cert.pem";
+//   tls_options.private_key_file = "key.pem";
+//   auto ctx = shoal::tls::Context::server(tls_options);
 //   co_await shoal::http::serve(listener, serve_options, {}, ctx, handler);
 #pragma once
 

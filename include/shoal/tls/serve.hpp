@@ -2,7 +2,10 @@
 // handshake on its own task (a slow client holds only its own slot), then
 // runs the handler with the tls::Stream. Link shoal::tls.
 //
-//   auto ctx = shoal::tls::Context::server({.certificate_chain_file = "cert.pem", .private_key_file = "key.pem"});
+//   shoal::tls::ServerOptions tls_options;
+//   tls_options.certificate_chain_file = "cert.pem";
+//   tls_options.private_key_file = "key.pem";
+//   auto ctx = shoal::tls::Context::server(tls_options);
 //   co_await shoal::tls::serve(listener, options, ctx, [](shoal::tls::Stream s) -> shoal::Task<void> { ... });
 #pragma once
 

@@ -5,7 +5,8 @@
 // net::Stream, so every wait is a checkpoint.
 //
 //   auto ctx = shoal::tls::Context::client();
-//   auto tls = co_await shoal::tls::connect(co_await shoal::net::connect(addr), ctx, "example.com");
+//   shoal::net::Stream tcp = co_await shoal::net::connect(addr);
+//   shoal::tls::Stream tls = co_await shoal::tls::connect(std::move(tcp), ctx, "example.com");
 //   co_await tls.write_all(request);
 #pragma once
 
@@ -39,19 +40,51 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+/// A TLS protocol version, for Profile::min_version.
+enum class Version { tls1_2, tls1_3 };
+
+/// The protocol versions and algorithms a Context allows. The defaults follow
+/// a current server profile (Mozilla's "intermediate"): TLS 1.2 and 1.3, and
+/// in TLS 1.2 only ECDHE key exchange with AEAD ciphers (no CBC, no RSA key
+/// exchange, no SHA-1 MACs). A client whose only offers are outside it fails
+/// the handshake. Each string is in OpenSSL's syntax and checked when the
+/// Context is made (Error names the one it refused).
+struct Profile {
+  /// The oldest version a peer may use.
+  Version min_version = Version::tls1_2;
+  /// TLS 1.2 cipher suites (OpenSSL cipher-list syntax); TLS 1.3 ignores it.
+  std::string tls12_ciphers =
+      "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+      "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+  /// TLS 1.3 cipher suites (OpenSSL ciphersuites syntax).
+  std::string tls13_ciphersuites = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
+  /// Key-exchange groups, most preferred first.
+  std::string groups = "X25519:P-256:P-384";
+};
+
 /// Settings of a client Context (Context::client).
+/// Set the members by name on a variable (`shoal::tls::ClientOptions o;
+/// o.ca_file = "ca.pem";`): a designated initializer that leaves members
+/// out draws g++'s -Wmissing-field-initializers under -Wextra.
 struct ClientOptions {
   bool verify = true;      ///< check the peer's certificate chain and host name
   std::string ca_file;     ///< trust these CAs (PEM) instead of the system's store
   std::vector<std::string> alpn;  ///< protocols to offer, most preferred first (e.g. "h2", "http/1.1")
+  Profile profile;         ///< versions and algorithms
 };
 
 /// Settings of a server Context (Context::server): the certificate and key to
-/// present, and the ALPN protocols to accept.
+/// present, the ALPN protocols to accept, and the versions and algorithms.
+///
+///   shoal::tls::ServerOptions o;
+///   o.certificate_chain_file = "cert.pem";
+///   o.private_key_file = "key.pem";
+///   auto ctx = shoal::tls::Context::server(o);
 struct ServerOptions {
   std::string certificate_chain_file;  ///< PEM: the certificate, then its intermediates
   std::string private_key_file;        ///< PEM
   std::vector<std::string> alpn;       ///< protocols to accept, most preferred first
+  Profile profile;                     ///< versions and algorithms
 };
 
 /// Shared settings for many connections (an SSL_CTX). Cheap to copy; any
