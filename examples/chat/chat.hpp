@@ -96,6 +96,9 @@ class Room {
     if (too_long) co_await conn.write_all("* line too long\n");  // the writer is done: one writer at a time
     Line left{"", *nick + " left"};
     (void)co_await post(std::move(left));
+    // The rest of a long line may still be coming: a plain close would reset
+    // the connection, and the client could lose the notice unread.
+    if (too_long) co_await conn.linger_close(std::chrono::seconds(1));
   }
 
  private:

@@ -53,7 +53,12 @@ Task<Read> read_more(S& conn, std::string& buf, milliseconds limit) {
 template <class S>
 Task<void> close_gracefully(S& conn, bool unread_input) {
   if constexpr (std::is_same_v<S, net::Stream>) {
-    conn.shutdown(net::Shutdown::write);
+    if (unread_input) {
+      co_await conn.linger_close(milliseconds(2000));
+    } else {
+      conn.shutdown(net::Shutdown::write);
+    }
+    co_return;
   } else {
     co_await conn.shutdown();  // TLS: close_notify first
   }

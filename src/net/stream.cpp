@@ -73,6 +73,30 @@ void Stream::close() noexcept {
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
 }
 
+Task<void> Stream::linger_close(std::chrono::milliseconds limit) {
+  struct Closer {  // closed on every way out, a cancellation included
+    Stream& s;
+    ~Closer() { s.close(); }
+  } closer{*this};
+  if (fd_ < 0) co_return;
+  if (::shutdown(fd_, SHUT_WR) != 0) co_return;  // not connected any more: nothing to linger for
+  set_idle_timeout(limit);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::byte sink[4096];
+  for (std::size_t total = 0; total < (std::size_t{1} << 20);) {
+    std::size_t n = 0;
+    try {
+      n = co_await read_some(sink);
+    } catch (const std::system_error&) {
+      co_return;  // reset: the peer is gone
+    } catch (const IdleTimeout&) {
+      co_return;  // silent for `limit`
+    }
+    if (n == 0 || std::chrono::steady_clock::now() >= deadline) co_return;
+    total += n;
+  }
+}
+
 IoSource* Stream::source(std::uint32_t ready_hint, bool* registered) {
   if (fd_ < 0) throw std::logic_error("shoal::net::Stream: used after close (or moved from)");
   return src_.get(fd_, ready_hint, registered);

@@ -1,6 +1,8 @@
 // The chat example (examples/chat) end to end: several clients over TCP,
 // join and leave notices, every line to everyone, a line too long, and the
 // graceful shutdown that tells everyone and ends every connection.
+#include <sys/socket.h>
+
 #include <string>
 #include <vector>
 
@@ -93,6 +95,38 @@ SHOAL_TEST(ChatExampleTest, ALineOverTheLimitEndsThatConnectionOnly) {
     EXPECT_EQ(co_await next(alice), "* mallory left");
     co_await alice.conn->write_all("still here\n");
     EXPECT_EQ(co_await next(alice), "alice: still here");
+  });
+}
+
+// A line far past the limit is still arriving when the server refuses it.
+// A plain close with those bytes unread makes the kernel reset the
+// connection: a client that sends its line and then reads (as a real one
+// did) failed in its send with ECONNRESET and never saw the notice. The
+// server lingers: the send completes, and the client reads the notice.
+// The client's send buffer is small, so its send cannot finish before the
+// server has read (or refused) most of the line.
+SHOAL_TEST(ChatExampleTest, AClientStillSendingAHugeLineReadsTheNoticeNotAReset) {
+  co_await with_chat({}, [](Address addr, shoal::Event&) -> Task<void> {
+    Client mallory = co_await join(addr, "mallory");
+    EXPECT_EQ(co_await next(mallory), "* mallory joined");
+    const int small = 4096;
+    EXPECT_EQ(::setsockopt(mallory.conn->native_handle(), SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    const std::string huge(900 * 1024, 'x');  // within the server's linger (1 MiB), past any buffer
+    std::string outcome = "sent";
+    try {
+      co_await mallory.conn->write_all(huge);
+      mallory.conn->shutdown();
+    } catch (const std::system_error& e) {
+      outcome = e.what();
+    }
+    EXPECT_EQ(outcome, "sent") << "the server reset the connection while the line was still coming";
+    std::string line;
+    try {
+      line = co_await next(mallory);
+    } catch (const std::system_error& e) {
+      line = e.what();
+    }
+    EXPECT_EQ(line, "* line too long");
   });
 }
 

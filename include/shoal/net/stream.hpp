@@ -202,6 +202,17 @@ class Stream {
   /// Closes the socket now (idempotent); the destructor does the same.
   /// Another task must not be waiting on the stream (that aborts).
   void close() noexcept;
+  /// Ends the conversation without destroying what we sent: shuts our
+  /// writing side, then reads and drops what the peer still sends until it
+  /// closes, at most `limit` and 1 MiB, then closes. Use it instead of
+  /// close() when the peer may still be sending (an early refusal, "line too
+  /// long"): a close with unread input makes the kernel send a reset, which
+  /// can discard our last reply before the peer reads it.
+  /// Checkpoint: yes (its reads). Cancellation: the socket is closed all
+  ///   the same. Thread-safety: no other task may use the stream.
+  /// Throws: Cancelled; nothing else (a peer that resets or stays silent
+  ///   just ends the wait).
+  Task<void> linger_close(std::chrono::milliseconds limit = std::chrono::seconds(2));
 
  private:
   friend Task<Stream> connect(Address address, std::chrono::milliseconds timeout);
