@@ -1,6 +1,8 @@
 // serve's default handler-fault report.
 #include "shoal/net/serve.hpp"
 
+#include "shoal/runtime/run.hpp"
+
 #include <cstdio>
 #include <system_error>
 
@@ -22,6 +24,14 @@ void report_handler_fault(const net::ServeOptions& o, std::exception_ptr e, cons
     std::snprintf(prefix, sizeof prefix, "shoal::net::serve: a handler failed: ");
   }
   print_fault(prefix, e);
+}
+
+void name_after_peer(const net::Address& peer) noexcept {
+  try {
+    this_task::set_name("connection from " + peer.to_string());
+  } catch (...) {
+    // out of memory: the handler runs unnamed
+  }
 }
 
 bool is_disconnect(const std::exception_ptr& e) noexcept {

@@ -124,6 +124,34 @@ TEST(TaskDump, ShowsEachTasksNameSpawnSiteAndWhatItWaitsOn) {
   EXPECT_TRUE(contains(dump, "\n    scope, the body of task (a root task: run or block_on)\n"));
 }
 
+// serve names each handler's task after its peer, so a dump of a real server
+// says which client each handler serves; name_connections = false opts out.
+TEST(TaskDump, ServeNamesEachConnectionsTaskAfterItsPeer) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "TaskDump serve");
+  for (const bool named : {true, false}) {
+    Runtime rt(RuntimeOptions::with_workers(2));
+    shoal::Event release;
+    std::string dump, client_port;
+    std::thread dumper([&] {
+      dump = dump_when(rt, [](const std::string& d) { return count(d, "on shoal::Event::wait") >= 2; });
+      release.set();
+    });
+    rt.block_on(shoal::scope([&](Scope& s) -> Task<void> {
+      auto listener = shoal::net::Listener::bind(shoal::net::Address::parse("127.0.0.1:0"));
+      shoal::net::ServeOptions opts;
+      opts.name_connections = named;
+      s.spawn(shoal::net::serve(listener, opts, [&](shoal::net::Stream) -> Task<void> { co_await release.wait(); }));
+      shoal::net::Stream client = co_await shoal::net::connect(listener.local_address());
+      client_port = std::to_string(client.local_address().port());
+      co_await release.wait();
+      s.cancel();
+    }));
+    dumper.join();
+    SCOPED_TRACE(dump);
+    EXPECT_EQ(contains(dump, "task \"connection from 127.0.0.1:" + client_port + "\""), named);
+  }
+}
+
 // A cancellation takes each child it wakes out of its scope's list (so the
 // child ends without the scope's lock); one that waits again is listed again.
 // 200 children: the canceller hands them over in several batches.

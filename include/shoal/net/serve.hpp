@@ -59,6 +59,11 @@ struct ServeOptions {
   std::chrono::milliseconds idle_timeout{0};
   /// Starts a graceful shutdown when triggered (optional).
   ShutdownSignal* shutdown = nullptr;
+  /// Names each handler's task after its peer ("connection from
+  /// 192.0.2.7:51234"), so a task dump (Runtime::dump_tasks, dump_signal)
+  /// says which client each handler serves. Costs a small allocation per
+  /// connection; false leaves the tasks unnamed.
+  bool name_connections = true;
   /// A handler's fault (never a cancellation, an IdleTimeout, or the peer
   /// resetting the connection: ECONNRESET/EPIPE end a handler quietly).
   /// Default: one line on stderr.
@@ -71,6 +76,9 @@ struct ServeOptions {
 
 namespace shoal::detail {
 void report_handler_fault(const net::ServeOptions& o, std::exception_ptr e, const net::Address& peer) noexcept;
+/// Names the calling task after `peer` (ServeOptions::name_connections); out
+/// of memory, it stays unnamed.
+void name_after_peer(const net::Address& peer) noexcept;
 /// A reset or broken pipe from the peer: how a client may end a connection,
 /// not a handler fault worth a log line.
 bool is_disconnect(const std::exception_ptr& e) noexcept;
@@ -103,6 +111,7 @@ class PeerName {
 template <class H>
 Task<void> run_handler(RootFrame, H* handler, const net::ServeOptions* options, net::Stream conn, PeerName peer) {
   std::exception_ptr fault;
+  if (options->name_connections) name_after_peer(peer.address());
   try {
     conn.set_idle_timeout(options->idle_timeout);
     co_await std::invoke(*handler, std::move(conn));
