@@ -3,6 +3,7 @@
 //   chat_server [address]   (default 127.0.0.1:7070)
 // Try it with two terminals: `nc 127.0.0.1 7070`, type a nickname, then lines.
 // SIGINT or SIGTERM: everyone is told, the room closes, connections end.
+// SIGUSR1: a task dump (who waits on what, for how long) to stderr.
 #include <csignal>
 #include <cstdio>
 
@@ -13,6 +14,7 @@ namespace {
 shoal::Task<void> run_server(shoal::net::Address address) {
   auto listener = shoal::net::Listener::bind(address);
   std::printf("chat on %s (first line: your nickname)\n", listener.local_address().to_string().c_str());
+  std::fflush(stdout);
   std::fflush(stdout);
   chat::Room room;
   shoal::Event shutdown;
@@ -36,7 +38,9 @@ shoal::Task<void> run_server(shoal::net::Address address) {
 
 int main(int argc, char** argv) {
   try {
-    shoal::run(run_server(shoal::net::Address::parse(argc > 1 ? argv[1] : "127.0.0.1:7070")));
+    shoal::RuntimeOptions runtime;
+    runtime.dump_signal = SIGUSR1;  // kill -USR1 <pid>: what every task waits on, to stderr
+    shoal::run(run_server(shoal::net::Address::parse(argc > 1 ? argv[1] : "127.0.0.1:7070")), runtime);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "chat_server: %s\n", e.what());
     return 1;

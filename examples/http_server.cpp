@@ -2,7 +2,8 @@
 // --tls (HTTPS: a PEM certificate chain and its private key).
 //   http_server [address] [max_connections] [--tls CERT KEY]
 //   (default 127.0.0.1:8080, 10000)
-// SIGINT or SIGTERM starts a graceful shutdown.
+// SIGINT or SIGTERM starts a graceful shutdown; SIGUSR1 writes a task dump
+// (every connection's handler, named after its client) to stderr.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -100,7 +101,9 @@ int main(int argc, char** argv) {
   }
 #endif
   try {
-    shoal::run(run_server(*args));
+    shoal::RuntimeOptions runtime;
+    runtime.dump_signal = SIGUSR1;  // kill -USR1 <pid>: what every task waits on, to stderr
+    shoal::run(run_server(*args), runtime);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "http_server: %s\n", e.what());
     return 1;

@@ -12,7 +12,8 @@
 //
 // SIGINT or SIGTERM: stop accepting, end every session as a disconnect would
 // (close its stdin; SIGTERM after the linger, SIGKILL after the grace), reap
-// every command, exit. One line per session on stderr.
+// every command, exit. One line per session on stderr. SIGUSR1: a task dump
+// (every session, named after its client) to stderr.
 #include <sys/resource.h>
 
 #include <csignal>
@@ -82,6 +83,7 @@ shoal::Task<void> run_proxy(Args args) {
   auto listener = shoal::net::Listener::bind(shoal::net::Address::parse(args.address));
   std::printf("proxying %s to `%s`\n", listener.local_address().to_string().c_str(), args.config.argv[0].c_str());
   std::fflush(stdout);
+  std::fflush(stdout);
   shoal::net::ShutdownSignal stop;
   shoal::net::Connections sessions;
   args.config.sessions = &sessions;
@@ -124,7 +126,9 @@ int main(int argc, char** argv) {
   }
   raise_fd_limit();
   try {
-    shoal::run(run_proxy(std::move(args)));
+    shoal::RuntimeOptions runtime;
+    runtime.dump_signal = SIGUSR1;  // kill -USR1 <pid>: what every task waits on, to stderr
+    shoal::run(run_proxy(std::move(args)), runtime);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stdio_proxy: %s\n", e.what());
     return 1;
