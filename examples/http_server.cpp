@@ -26,8 +26,12 @@ struct Args {
 };
 
 shoal::Task<void> serve(shoal::net::Listener& listener, const Args& args, shoal::net::ServeOptions options) {
+  shoal::http::ServerStats stats;  // GET /metrics shows them
+  shoal::http::ServerOptions http_options;
+  http_options.stats = &stats;
+  const hello::Handler handler{&stats};
   if (args.certificate.empty()) {
-    co_await shoal::http::serve(listener, std::move(options), shoal::http::ServerOptions{}, hello::Handler{});
+    co_await shoal::http::serve(listener, std::move(options), http_options, handler);
     co_return;
   }
 #if SHOAL_EXAMPLE_TLS
@@ -36,8 +40,7 @@ shoal::Task<void> serve(shoal::net::Listener& listener, const Args& args, shoal:
   tls_options.private_key_file = args.key;
   tls_options.alpn = {"http/1.1"};
   auto tls = shoal::tls::Context::server(tls_options);
-  co_await shoal::http::serve(listener, std::move(options), shoal::http::ServerOptions{}, std::move(tls),
-                              hello::Handler{});
+  co_await shoal::http::serve(listener, std::move(options), http_options, std::move(tls), handler);
 #endif
 }
 

@@ -170,9 +170,27 @@ inline bool next_request_buffered(std::string_view in, RequestHead& scratch, std
 // small: one wait and one write site (each awaiter is ~140 bytes of frame),
 // and the rare paths (a head in pieces, a body, a refusal) in coroutines of
 // their own that exist only while they run.
+/// ServerOptions::stats for one connection: opened now, closed on every way out.
+struct CountedConnection {
+  ServerStats* stats;
+  explicit CountedConnection(ServerStats* s) noexcept : stats(s) {
+    if (stats != nullptr) stats->connection_opened();
+  }
+  ~CountedConnection() {
+    if (stats != nullptr) stats->connection_closed();
+  }
+  CountedConnection(const CountedConnection&) = delete;
+  CountedConnection& operator=(const CountedConnection&) = delete;
+};
+
+inline std::int64_t stats_now(const ServerStats* stats) noexcept {
+  return stats != nullptr ? std::chrono::steady_clock::now().time_since_epoch().count() : 0;
+}
+
 template <class S>
 Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
   const ServerOptions& o = server.options();
+  const CountedConnection counted(o.stats);
   net::Connections::Entry entry(server.connections(), socket_of(conn).native_handle());
   std::string in, out, chunked_body;
   RequestHead head;
@@ -219,11 +237,14 @@ Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
 
     bool close = true;
     bool unread = true;  // request bytes may be left in the socket
+    const std::size_t out_before = out.size();
+    std::int64_t handler_start = -1;  // stays negative when no handler runs
     if (stop.status != 0) {
       append_error(out, stop.status, stop.why);
     } else {
       // The answer. A handler's fault is answered 500, then goes on to serve.
       res.reset();
+      handler_start = stats_now(o.stats);
       try {
         const Request req(head, head.chunked ? std::string_view(chunked_body)
                                              : std::string_view(in).substr(head.head_size, head.content_length));
@@ -245,6 +266,11 @@ Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
       }
       in.erase(0, consumed);
       unread = !in.empty();
+    }
+    if (o.stats != nullptr) {
+      const int status = stop.status != 0 ? stop.status : fault ? 500 : res.status;
+      o.stats->response(status, stop.status != 0 ? in.size() : consumed, out.size() - out_before,
+                        handler_start < 0 ? -1 : stats_now(o.stats) - handler_start);
     }
     // Pipelining: the answers to requests already buffered go out in one write.
     if (close || in.empty() || out.size() >= 65536 || !next_request_buffered(in, head, o.max_head)) {

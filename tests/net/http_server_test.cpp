@@ -130,6 +130,36 @@ SHOAL_TEST(HttpServer, TheHelloHandlerAnswersWithDateAndLength) {
   });
 }
 
+// ServerOptions::stats: what an operator reads first, counted by the server
+// and served by the hello handler's /metrics.
+SHOAL_TEST(HttpServer, ServerStatsCountResponsesByStatusConnectionsBytesAndHandlerTime) {
+  http::ServerStats stats;
+  Config cfg;
+  cfg.http.stats = &stats;
+  co_await with_server(cfg, hello::Handler{&stats}, [&](Address addr, shoal::net::ShutdownSignal&) -> Task<void> {
+    const std::string ok = co_await exchange_once(addr, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    const std::string bad = co_await exchange_once(addr, "BROKEN\r\n\r\n");
+    EXPECT_TRUE(starts_with(bad, "HTTP/1.1 400")) << bad;
+    Stream held = co_await shoal::net::connect(addr);  // open while /metrics is asked for
+    const std::string metrics =
+        co_await exchange_once(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    EXPECT_NE(metrics.find("http_responses_total{code=\"2xx\"} 1\n"), std::string::npos) << metrics;  // itself not yet
+    EXPECT_NE(metrics.find("http_responses_total{code=\"4xx\"} 1\n"), std::string::npos) << metrics;
+    EXPECT_NE(metrics.find("http_handler_duration_seconds_bucket{le=\"+Inf\"} 1\n"), std::string::npos) << metrics;
+    EXPECT_NE(metrics.find("shoal_tasks_live"), std::string::npos) << "the runtime's counters too";
+    const http::ServerStats::Snapshot s = stats.snapshot();
+    EXPECT_EQ(s.responses[1], 2u);  // /, /metrics
+    EXPECT_EQ(s.responses[3], 1u);  // the 400
+    EXPECT_EQ(s.handler_calls, 2u);  // the 400 ran no handler
+    EXPECT_EQ(s.bytes_sent, ok.size() + bad.size() + metrics.size());
+    EXPECT_GE(s.connections_opened, 3u);  // the fourth, `held`, may not be served yet
+    EXPECT_GE(s.connections_open, s.connections_opened - 3);
+    EXPECT_GT(s.bytes_received, 0u);
+    held.close();
+  });
+  EXPECT_EQ(stats.snapshot().connections_open, 0u) << "every connection's end is counted";
+}
+
 SHOAL_TEST(HttpServer, AHeadResponseCarriesTheLengthButNoBody) {
   co_await with_server({}, hello::Handler{}, [](Address addr, shoal::net::ShutdownSignal&) -> Task<void> {
     Stream c = co_await shoal::net::connect(addr);

@@ -3,10 +3,12 @@
 // and idle timeouts, and a graceful shutdown that closes idle connections at
 // once and answers in-flight requests with `Connection: close`.
 //
-//   co_await shoal::http::serve(listener, serve_options, {}, [](const http::Request& req, http::Response& res) {
+//   auto hello = [](const shoal::http::Request& req, shoal::http::Response& res) {
 //     res.set_header("Content-Type", "text/plain");
-//     res.body = "Hello, world!";
-//   });
+//     res.body = "Hello from " + std::string(req.target()) + "\n";
+//   };
+//   shoal::http::ServerOptions options;  // limits and timeouts, named before the co_await
+//   co_await shoal::http::serve(listener, serve_options, options, hello);
 #pragma once
 
 #include <chrono>
@@ -16,6 +18,7 @@
 #include <utility>
 
 #include "shoal/http/message.hpp"
+#include "shoal/http/stats.hpp"
 #include "shoal/net/connections.hpp"
 #include "shoal/net/serve.hpp"
 #include "shoal/net/stream.hpp"
@@ -40,6 +43,10 @@ struct ServerOptions {
   std::chrono::milliseconds header_timeout{10'000};
   /// How long a keep-alive connection may wait for its next request.
   std::chrono::milliseconds idle_timeout{60'000};
+  /// If set, the server counts into it (responses by status class,
+  /// connections, bytes, handler time); it must outlive the server. Null
+  /// (the default): nothing is counted.
+  ServerStats* stats = nullptr;
 };
 
 class Server;

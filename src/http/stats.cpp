@@ -1,0 +1,101 @@
+// http::ServerStats: striped counters and their Prometheus text.
+#include "shoal/http/stats.hpp"
+
+#include "shoal/detail/task_record.hpp"
+
+namespace shoal::http {
+
+namespace {
+constexpr auto kRelaxed = std::memory_order_relaxed;
+void add(std::atomic<std::uint64_t>& c, std::uint64_t n) noexcept { c.fetch_add(n, kRelaxed); }
+}  // namespace
+
+ServerStats::Stripe& ServerStats::mine() noexcept {
+  // The worker's own stripe: no cache line shared between workers while
+  // counting. Off a worker (a test's thread), stripe 0.
+  const detail::TaskRecord* f = detail::current_record();
+  return stripes_[f != nullptr ? f->worker % kStripes : 0];
+}
+
+void ServerStats::connection_opened() noexcept { add(mine().opened, 1); }
+void ServerStats::connection_closed() noexcept { add(mine().closed, 1); }
+
+void ServerStats::response(int status, std::size_t received, std::size_t sent, std::int64_t handler_ns) noexcept {
+  Stripe& s = mine();
+  const int cls = status / 100 - 1;
+  if (cls >= 0 && cls < 5) add(s.responses[cls], 1);
+  add(s.received, received);
+  add(s.sent, sent);
+  if (handler_ns < 0) return;
+  add(s.handler_ns, static_cast<std::uint64_t>(handler_ns));
+  add(s.handler_calls, 1);
+  std::size_t b = 0;
+  while (b < kBuckets.size() && static_cast<double>(handler_ns) > kBuckets[b] * 1e9) ++b;
+  add(s.buckets[b], 1);
+}
+
+ServerStats::Snapshot ServerStats::snapshot() const noexcept {
+  Snapshot out;
+  std::uint64_t closed = 0;
+  for (const Stripe& s : stripes_) {
+    for (std::size_t i = 0; i < 5; ++i) out.responses[i] += s.responses[i].load(kRelaxed);
+    out.connections_opened += s.opened.load(kRelaxed);
+    closed += s.closed.load(kRelaxed);
+    out.bytes_received += s.received.load(kRelaxed);
+    out.bytes_sent += s.sent.load(kRelaxed);
+    out.handler_seconds_ns += s.handler_ns.load(kRelaxed);
+    out.handler_calls += s.handler_calls.load(kRelaxed);
+    for (std::size_t i = 0; i < out.handler_buckets.size(); ++i) out.handler_buckets[i] += s.buckets[i].load(kRelaxed);
+  }
+  // Read apart, a close may be counted before its open: never below zero.
+  out.connections_open = out.connections_opened > closed ? out.connections_opened - closed : 0;
+  return out;
+}
+
+namespace {
+void head(std::string& out, std::string_view prefix, const char* name, const char* type, const char* help) {
+  out.append("# HELP ").append(prefix).append("_").append(name).append(" ").append(help).append("\n");
+  out.append("# TYPE ").append(prefix).append("_").append(name).append(" ").append(type).append("\n");
+}
+void line(std::string& out, std::string_view prefix, const char* name, std::string_view labels, std::uint64_t v) {
+  out.append(prefix).append("_").append(name).append(labels).append(" ").append(std::to_string(v)).append("\n");
+}
+std::string seconds(double s) {
+  std::string t = std::to_string(s);  // "0.000100": trim the zeros Prometheus does not need
+  while (t.size() > 1 && t.back() == '0') t.pop_back();
+  if (t.back() == '.') t.pop_back();
+  return t;
+}
+}  // namespace
+
+std::string ServerStats::to_prometheus(std::string_view prefix) const {
+  const Snapshot s = snapshot();
+  std::string out;
+  out.reserve(3072);
+  head(out, prefix, "responses_total", "counter", "Responses sent, by status class.");
+  static const char* const kClass[] = {"{code=\"1xx\"}", "{code=\"2xx\"}", "{code=\"3xx\"}", "{code=\"4xx\"}",
+                                       "{code=\"5xx\"}"};
+  for (std::size_t i = 0; i < 5; ++i) line(out, prefix, "responses_total", kClass[i], s.responses[i]);
+  head(out, prefix, "connections_open", "gauge", "Connections being served.");
+  line(out, prefix, "connections_open", "", s.connections_open);
+  head(out, prefix, "connections_total", "counter", "Connections served, open ones included.");
+  line(out, prefix, "connections_total", "", s.connections_opened);
+  head(out, prefix, "received_bytes_total", "counter", "Request bytes consumed.");
+  line(out, prefix, "received_bytes_total", "", s.bytes_received);
+  head(out, prefix, "sent_bytes_total", "counter", "Response bytes written.");
+  line(out, prefix, "sent_bytes_total", "", s.bytes_sent);
+  head(out, prefix, "handler_duration_seconds", "histogram", "Time in the request handler.");
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < kBuckets.size(); ++i) {
+    cumulative += s.handler_buckets[i];
+    line(out, prefix, "handler_duration_seconds_bucket", "{le=\"" + seconds(kBuckets[i]) + "\"}", cumulative);
+  }
+  cumulative += s.handler_buckets[kBuckets.size()];
+  line(out, prefix, "handler_duration_seconds_bucket", "{le=\"+Inf\"}", cumulative);
+  out.append(prefix).append("_handler_duration_seconds_sum ")
+      .append(std::to_string(static_cast<double>(s.handler_seconds_ns) / 1e9)).append("\n");
+  line(out, prefix, "handler_duration_seconds_count", "", s.handler_calls);
+  return out;
+}
+
+}  // namespace shoal::http
