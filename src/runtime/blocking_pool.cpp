@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "shoal/detail/thread_wake.hpp"
+#include "src/runtime/frame_slabs.hpp"
 #include "src/runtime/scheduler.hpp"
 
 namespace shoal::detail {
@@ -143,6 +144,7 @@ void BlockingPool::thread_main() noexcept {
       job = static_cast<BlockingJob*>(jobs_.pop_front());
     }
     if (job == nullptr) {
+      frame_cache_flush_remote();  // a job's frees of frames go home before the thread idles
       if (wait_idle()) continue;
       break;  // idle too long, or shutting down
     }

@@ -2,6 +2,7 @@
 #include "src/runtime/deterministic.hpp"
 
 #include "shoal/testing/step_hook.hpp"
+#include "src/runtime/frame_slabs.hpp"
 #include "src/runtime/scheduler.hpp"
 
 namespace shoal::detail {
@@ -76,6 +77,7 @@ void DeterministicExecutor::run(Scheduler& s, Worker& w) noexcept {
     // blocking work is in flight (its completion might come "earlier" in
     // virtual time; the last one to finish unparks us instead).
     if (d.manual_clock() && in_flight_.load(std::memory_order_seq_cst) == 0 && d.advance_manual_clock()) continue;
+    frame_cache_flush_remote();
     w.activity.store(2, std::memory_order_relaxed);
     w.parker.park(d);
     w.activity.store(0, std::memory_order_relaxed);

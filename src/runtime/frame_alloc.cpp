@@ -427,7 +427,8 @@ thread_local bool tls_cache_dead = false;  // set once the slot is destroyed
 // another worker, and one CAS per free on the spawner's list moved that
 // cache line back and forth once per child (the spawner's exchange took it
 // back each time its local list ran dry). At most kRemoteBatch - 1 blocks
-// per class wait here; a change of owner or the thread's exit flushes them.
+// per class wait here; a change of owner, the thread's exit, or the thread
+// going to sleep (frame_cache_flush_remote) flushes them.
 constexpr std::uint32_t kRemoteBatch = 32;
 
 struct RemoteBatch {
@@ -592,6 +593,12 @@ bool frame_cache_trim_batch() noexcept {
 void frame_cache_trim() noexcept {
   while (frame_cache_trim_batch()) {
   }
+}
+
+void frame_cache_flush_remote() noexcept {
+#if SHOAL_FRAME_CACHE
+  if (!tls_cache_dead) tls_cache.remote.flush();
+#endif
 }
 
 FrameSlabStats frame_slab_stats() {

@@ -24,4 +24,10 @@ bool frame_cache_trim_batch() noexcept;
 /// All the batches at once (tests, and threads outside the scheduler).
 void frame_cache_trim() noexcept;
 
+/// Hands the calling thread's pending frees of other threads' blocks (up to
+/// 31 per size class, gathered for one owner) to their owner now. A thread
+/// about to sleep calls it: a parked worker or an idle blocking thread
+/// holding them would keep the owner's slabs from ever being given back.
+void frame_cache_flush_remote() noexcept;
+
 }  // namespace shoal::detail

@@ -455,6 +455,7 @@ void Scheduler::park(Worker& w) noexcept {
   while (frame_cache_trim_batch()) {
     if (work_pending()) return;
   }
+  frame_cache_flush_remote();  // others' blocks freed here go home before we sleep
   const bool was_searching = w.searching;
   w.searching = false;
   w.activity.store(2, std::memory_order_relaxed);

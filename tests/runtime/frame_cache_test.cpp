@@ -212,6 +212,67 @@ TEST(FrameCache, BlocksFreedOnAnotherThreadComeBackToTheirOwner) {
   });
 }
 
+// Allocates until it is handed one of `freed` (the owner's remote list,
+// drained when its local list is empty), at most 10 s: true if it was.
+// What it carves meanwhile stays allocated, so each try reaches the remote
+// list again; all of it is freed before returning.
+bool owner_gets_one_back(const std::vector<void*>& freed) {
+  std::vector<void*> carved;
+  bool back = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!back && std::chrono::steady_clock::now() < deadline) {
+    void* p = frame_allocate(kBlock);
+    back = std::binary_search(freed.begin(), freed.end(), p);
+    carved.push_back(p);
+    if (!back) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (void* p : carved) frame_deallocate(p, kBlock);
+  return back;
+}
+
+// Fewer frees than a batch (32) of another thread's blocks wait on the
+// freeing thread. A worker that then parks, or a blocking thread that goes
+// idle, hands them home first: held while it sleeps, they would keep the
+// owner's slabs from ever being given back.
+TEST(FrameCache, FreesHeldForAnotherOwnerGoHomeWhenTheWorkerParks) {
+  if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
+  on_own_thread([] {
+    std::vector<void*> blocks(10);
+    for (auto& p : blocks) p = frame_allocate(kBlock);
+    std::vector<void*> freed = blocks;
+    std::sort(freed.begin(), freed.end());
+    shoal::Runtime rt(shoal::RuntimeOptions::with_workers(1));
+    const std::uint64_t parks = rt.metrics().workers[0].parks;
+    rt.block_on([&]() -> shoal::Task<void> {
+      for (void* p : blocks) frame_deallocate(p, kBlock);
+      co_return;
+    }());
+    // The worker counts a park after it has flushed: wait for that, bounded.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (rt.metrics().workers[0].parks == parks && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(owner_gets_one_back(freed)) << "the parked worker kept the owner's blocks";
+  });
+}
+
+TEST(FrameCache, FreesHeldForAnotherOwnerGoHomeWhenABlockingThreadIdles) {
+  if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
+  on_own_thread([] {
+    std::vector<void*> blocks(10);
+    for (auto& p : blocks) p = frame_allocate(kBlock);
+    std::vector<void*> freed = blocks;
+    std::sort(freed.begin(), freed.end());
+    shoal::Runtime rt(shoal::RuntimeOptions::with_workers(1));
+    rt.block_on([&]() -> shoal::Task<void> {
+      co_await shoal::spawn_blocking([&] {
+        for (void* p : blocks) frame_deallocate(p, kBlock);
+      });
+    }());
+    EXPECT_TRUE(owner_gets_one_back(freed)) << "the idle blocking thread kept the owner's blocks";
+  });
+}
+
 // A memory resource whose buffer is itself a block of the cache (a frame's
 // own array, say): what it hands out lies inside a cache block.
 class ResourceInABlock : public std::pmr::memory_resource {
