@@ -83,7 +83,7 @@ SHOAL_TEST(TaskSetTest, AcceptLoopServesEveryItemWithinTheLimit) {
 }
 
 // (2) A full set makes the spawner wait; it resumes when a child finishes.
-SHOAL_TEST(TaskSetTest, FullSetMakesTheSpawnerWaitUntilAChildFinishes) {
+SHOAL_SIMULATED_TEST(TaskSetSimulated, FullSetMakesTheSpawnerWaitUntilAChildFinishes) {
   shoal::test::ManualEvent first_started, release_first;
   std::atomic<bool> first_done{false}, spawn_returned{false};
   std::atomic<TaskSet*> seen{nullptr};
@@ -104,7 +104,7 @@ SHOAL_TEST(TaskSetTest, FullSetMakesTheSpawnerWaitUntilAChildFinishes) {
     });
     s.spawn([&]() -> Task<void> {
       co_await first_started.wait();
-      for (int i = 0; i < 50; ++i) co_await shoal::checkpoint();
+      co_await shoal::sleep_for(1ms);  // simulated: once the spawner waits too
       EXPECT_FALSE(spawn_returned.load()) << "the second spawn did not wait";
       EXPECT_EQ(seen.load()->live(), 1u);
       release_first.set();
@@ -145,14 +145,14 @@ SHOAL_TEST(TaskSetTest, TrySpawnIsRefusedWhileFullClosedOrCancelled) {
 }
 
 // (4) A child's fault does not cancel its siblings; the first one is kept.
-SHOAL_TEST(TaskSetTest, ChildFaultDoesNotCancelSiblingsAndTheFirstIsReported) {
+SHOAL_SIMULATED_TEST(TaskSetSimulated, ChildFaultDoesNotCancelSiblingsAndTheFirstIsReported) {
   std::atomic<bool> sibling_finished{false}, sibling_saw_cancel{false};
   shoal::test::ManualEvent first_failed;
   try {
     co_await shoal::task_set(4, [&](TaskSet& set) -> Task<void> {
       (void)co_await set.spawn([&]() -> Task<void> {
         co_await first_failed.wait();
-        for (int i = 0; i < 20; ++i) co_await shoal::checkpoint();
+        co_await shoal::sleep_for(1ms);  // simulated: once the fault has gone as far as it goes
         sibling_saw_cancel.store(shoal::this_task::cancellation_requested());
         sibling_finished.store(true);
       });
@@ -165,7 +165,7 @@ SHOAL_TEST(TaskSetTest, ChildFaultDoesNotCancelSiblingsAndTheFirstIsReported) {
         co_return;
       });
       (void)co_await set.spawn([&set]() -> Task<void> {
-        while (set.live() > 1) co_await shoal::checkpoint();  // only this one left
+        while (set.live() > 1) co_await shoal::sleep_for(1ms);  // only this one left
         throw Boom("second");
       });
     });
@@ -376,7 +376,7 @@ SHOAL_TEST(TaskSetTest, CloseLetsRunningChildrenFinishAndRefusesLaterSpawns) {
   EXPECT_FALSE(saw_cancel.load()) << "close() cancelled a child";
 }
 
-SHOAL_TEST(TaskSetTest, CloseWakesASpawnWaitingForAdmission) {
+SHOAL_SIMULATED_TEST(TaskSetSimulated, CloseWakesASpawnWaitingForAdmission) {
   shoal::test::ManualEvent release, waiting_spawn;
   std::atomic<TaskSet*> seen{nullptr};
   co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
@@ -391,7 +391,7 @@ SHOAL_TEST(TaskSetTest, CloseWakesASpawnWaitingForAdmission) {
     });
     s.spawn([&]() -> Task<void> {
       co_await waiting_spawn.wait();
-      for (int i = 0; i < 10; ++i) co_await shoal::checkpoint();
+      co_await shoal::sleep_for(1ms);  // simulated: once the second spawn waits for admission
       seen.load()->close();  // from another task: close is any-thread
     });
     co_return;
@@ -549,7 +549,7 @@ TEST(TaskSetMisuse, ANullResourceIsRefused) {
 
 namespace {
 
-SHOAL_TEST(TaskSetTest, WaitIdleReturnsWhenNoChildIsLive) {
+SHOAL_SIMULATED_TEST(TaskSetSimulated, WaitIdleReturnsWhenNoChildIsLive) {
   shoal::test::ManualEvent release;
   std::atomic<int> done{0};
   co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
@@ -570,7 +570,7 @@ SHOAL_TEST(TaskSetTest, WaitIdleReturnsWhenNoChildIsLive) {
       });
     });
     s.spawn([&]() -> Task<void> {
-      for (int i = 0; i < 30; ++i) co_await shoal::checkpoint();
+      co_await shoal::sleep_for(1ms);  // simulated: once wait_idle and the children wait
       EXPECT_EQ(done.load(), 0);
       release.set();
     });

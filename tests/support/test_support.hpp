@@ -79,6 +79,23 @@ inline std::string worker_param_name(const ::testing::TestParamInfo<std::size_t>
   INSTANTIATE_TEST_SUITE_P(Workers, Suite, ::testing::Values(std::size_t{1}, std::size_t{4}),       \
                            ::shoal::test::worker_param_name)
 
+/// A test whose body is a coroutine run under the simulated runtime
+/// (RuntimeOptions::simulated: one worker, a seeded schedule, a manual
+/// clock), once for each of three seeds, with a watchdog. There a
+/// `co_await shoal::sleep_for(1ms)` returns only once every other task
+/// waits and no I/O is ready: the event "the others got where they wait",
+/// for a test that must act only then (or check that nothing happened).
+#define SHOAL_SIMULATED_TEST(Suite, Name)                                                     \
+  static ::shoal::Task<void> Suite##_##Name##_body();                                          \
+  TEST(Suite, Name) {                                                                          \
+    for (std::uint64_t seed : {1u, 2u, 3u}) {                                                  \
+      SCOPED_TRACE("simulated seed " + std::to_string(seed));                                  \
+      ::shoal::test::Watchdog dog(::shoal::test::kWatchdog, #Suite "." #Name);                 \
+      ::shoal::run(Suite##_##Name##_body(), ::shoal::RuntimeOptions::simulated(seed));          \
+    }                                                                                          \
+  }                                                                                            \
+  static ::shoal::Task<void> Suite##_##Name##_body()
+
 /// A test whose body is a coroutine run under shoal::run (with a watchdog).
 #define SHOAL_TEST(Suite, Name)                                  \
   static ::shoal::Task<void> Suite##_##Name##_body(std::size_t); \
