@@ -69,10 +69,11 @@ class BroadcastResult {
   std::uint64_t missed_ = 0;
 };
 
-/// The buffer of the last `capacity` values, under one lock; receivers keep
-/// their own position, so a value is copied to each receiver, never taken.
-/// Owned by the code that sends; it must outlive its receivers (destroying
-/// it while one waits aborts with a message).
+/// A bounded broadcast: every receiver gets a copy of every value, in order.
+/// It keeps the last `capacity` values; a receiver that falls further behind
+/// is told how many it missed (BroadcastResult::lagged). Owned by the code
+/// that sends; it must outlive its receivers (destroying it while one waits
+/// aborts with a message).
 /// Thread-safety: every member, any task or thread.
 template <class T>
 class Broadcast {

@@ -2,8 +2,9 @@
 // from another task or thread, a reply to a request).
 //
 //   auto [tx, rx] = shoal::oneshot<int>();
-//   s.spawn([tx = std::move(tx)]() mutable -> Task<void> { tx.send(42); co_return; });
-//   int v = co_await rx.recv();
+//   s.spawn([tx = std::move(tx)]() mutable -> shoal::Task<void> { tx.send(42); co_return; });
+//   const int v = co_await rx.recv();  // throws SenderDropped if tx went unsent
+//   use(v);
 #pragma once
 
 #include <coroutine>

@@ -1,7 +1,7 @@
 // select: wait on several channel operations, events, notifications and a
 // deadline at once; exactly one of them happens.
 //
-//   int v; std::string line;
+//   std::string line = "hello";
 //   auto r = co_await shoal::select(shoal::on_recv(numbers), shoal::on_send(out, line),
 //                                   shoal::on_notify(stop), shoal::on_timeout(1s));
 //   switch (r.index()) {

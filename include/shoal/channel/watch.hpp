@@ -21,8 +21,8 @@
 
 namespace shoal {
 
-/// The value and its version, under one lock; receivers wait on the one wait
-/// queue for a version newer than the one they saw. Owned by the code that
+/// The latest value of something, and a wait for it to change: a receiver
+/// sees the newest value, never a queue of old ones. Owned by the code that
 /// sends; it must outlive its receivers' waits (destroying it while one
 /// waits aborts with a message).
 /// Thread-safety: every member, any task or thread.

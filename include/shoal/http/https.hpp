@@ -6,7 +6,8 @@
 //   tls_options.certificate_chain_file = "cert.pem";
 //   tls_options.private_key_file = "key.pem";
 //   auto ctx = shoal::tls::Context::server(tls_options);
-//   co_await shoal::http::serve(listener, serve_options, {}, ctx, handler);
+//   shoal::http::ServerOptions options;  // named: no braced list inside a co_await (docs/compilers.md)
+//   co_await shoal::http::serve(listener, serve_options, options, ctx, handler);
 #pragma once
 
 #include <utility>

@@ -66,8 +66,9 @@ Task<void> serve_connection(Server& server, tls::Stream conn, HandlerRef handler
 
 }  // namespace detail
 
-/// The state HTTP connections share: options, and the live connections a
-/// graceful shutdown must reach. Outlives every connection it serves.
+/// An HTTP/1.1 server for connections you accept yourself: serve_connection()
+/// on each, shutdown() to stop gracefully (serve() makes and runs one for
+/// you). Outlives every connection it serves.
 class Server {
  public:
   /// With `shutdown`, a triggered signal counts as shutdown() for every

@@ -12,8 +12,10 @@ namespace shoal::net {
 
 class ShutdownSignal;
 
-/// A server registers each connection while it serves it (an Entry), marks
-/// it idle while it waits for the client's next request, and busy while it
+/// The live connections of a server, for a graceful shutdown that closes
+/// idle ones at once and lets a request in progress finish. A server
+/// registers each connection while it serves it (an Entry), marks it idle
+/// while it waits for the client's next request, and busy while it
 /// reads or answers one. shutdown() shuts the read side of every idle
 /// connection and claims it (it stays closing), so a request that has begun
 /// is never cut: a busy connection finishes it, then sees shutting_down()

@@ -29,7 +29,7 @@ class ScopeCancelled : public std::runtime_error {
 
 /// A `JoinHandle`'s child was cut off by a cancellation (it ended with
 /// `Cancelled`) before it produced its value, and the awaiter is not itself
-/// cancelled (e.g. it awaits inside `shielded`). An ordinary fault: the
+/// cancelled (say, it awaits inside `shielded`). An ordinary fault: the
 /// cancellation belongs to the child's context, never to the awaiter's.
 class ChildCancelled : public std::runtime_error {
  public:

@@ -3,9 +3,10 @@
 // deadline while the work inside runs.
 //
 //   shoal::CancelScope cs(shoal::now() + 30s);
-//   s.spawn([&]() -> Task<void> { co_await stop.wait(); cs.cancel(); });
-//   auto r = co_await cs.run(download(url));   // nullopt if cs cut it off
-//   ...   // elsewhere, on progress: cs.set_deadline(shoal::now() + 30s);
+//   s.spawn([&]() -> shoal::Task<void> { co_await stop.wait(); cs.cancel(); });
+//   // (elsewhere, on progress: cs.set_deadline(shoal::now() + 30s);)
+//   std::optional<std::string> body = co_await cs.run(download(url));  // nullopt if cs cut it off
+//   if (body) save(*body);
 #pragma once
 
 #include <chrono>

@@ -2,11 +2,12 @@
 // time, in the order they finish (Tokio's JoinSet::join_next, the nursery
 // + channel idiom of Trio).
 //
-//   co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+//   auto crawl = [&](shoal::Scope& s) -> shoal::Task<void> {
 //     shoal::Completions<Page> pages(s);
-//     for (auto& url : urls) pages.start(fetch(url));
+//     for (const auto& url : urls) pages.start(fetch(url));
 //     while (auto page = co_await pages.next()) index(*page);
-//   });
+//   };
+//   co_await shoal::scope(crawl);
 #pragma once
 
 #include <coroutine>

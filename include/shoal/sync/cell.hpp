@@ -13,9 +13,9 @@
 
 namespace shoal {
 
-/// The claim, honestly: the cell's own storage cannot be reached without
-/// its lock. What a T points to is not covered, so T that only points at
-/// data elsewhere is refused at compile time.
+/// A value only ever touched under its lock, by replacing it (with_cell): no
+/// task can reach it unguarded. What a T points to is not covered, so T that
+/// only points at data elsewhere is refused at compile time.
 template <class T>
 class Cell {
   static_assert(!std::is_reference_v<T>, "shoal::Cell<T>: T must not be a reference (the cell would guard the reference, not the object)");

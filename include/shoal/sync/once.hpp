@@ -13,9 +13,10 @@
 
 namespace shoal {
 
-/// Holds the value of the one `init` that ran. Tasks and plain threads may
-/// race on it: exactly one runs `init`; the others wait without burning CPU
-/// (a suspended task, a parked thread) and get the winner's value.
+/// A value computed exactly once, by the first caller's `init`. Tasks and
+/// plain threads may race on it: exactly one runs `init`; the others wait
+/// without burning CPU (a suspended task, a parked thread) and get the
+/// winner's value.
 ///  - If `init` throws, the winner rethrows it and every other and later
 ///    caller gets SyncError{init_failed} (single-shot: no retry).
 ///  - If `init` ends by cancellation (its caller was cancelled) or by

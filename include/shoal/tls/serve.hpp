@@ -6,7 +6,8 @@
 //   tls_options.certificate_chain_file = "cert.pem";
 //   tls_options.private_key_file = "key.pem";
 //   auto ctx = shoal::tls::Context::server(tls_options);
-//   co_await shoal::tls::serve(listener, options, ctx, [](shoal::tls::Stream s) -> shoal::Task<void> { ... });
+//   auto hello = [](shoal::tls::Stream s) -> shoal::Task<void> { co_await s.write_all("hello\n"); };
+//   co_await shoal::tls::serve(listener, options, ctx, hello);
 #pragma once
 
 #include <chrono>

@@ -31,7 +31,7 @@ struct ssl_ctx_st;  // OpenSSL's SSL_CTX
 /// (connect(), accept()).
 namespace shoal::tls {
 
-/// A TLS failure: what failed and why, e.g. "shoal::tls: handshake with
+/// A TLS failure, naming what failed and why: "shoal::tls: handshake with
 /// wrong.example (127.0.0.1:443) failed: certificate verify failed:
 /// hostname mismatch".
 class Error : public std::runtime_error {
@@ -91,7 +91,7 @@ struct ServerOptions {
 /// thread. Throws Error naming the file or setting that failed.
 class Context {
  public:
-  struct Impl;  // internal: what the context's callbacks read
+  struct Impl;  // what the context's OpenSSL callbacks read; defined in the library
   /// An empty context (what a moved-from or default Stream holds).
   Context() noexcept = default;
   /// A client context with `options`. Throws Error naming the CA file or the
