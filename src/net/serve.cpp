@@ -1,8 +1,6 @@
 // serve's default handler-fault report.
 #include "shoal/net/serve.hpp"
 
-#include "shoal/runtime/run.hpp"
-
 #include <cstdio>
 #include <system_error>
 
@@ -26,12 +24,8 @@ void report_handler_fault(const net::ServeOptions& o, std::exception_ptr e, cons
   print_fault(prefix, e);
 }
 
-void name_after_peer(const net::Address& peer) noexcept {
-  try {
-    this_task::set_name("connection from " + peer.to_string());
-  } catch (...) {
-    // out of memory: the handler runs unnamed
-  }
+void PeerLabel::write(const TaskDescriber& self, std::string& out) {
+  out = "connection from " + static_cast<const PeerLabel&>(self).peer->address().to_string();
 }
 
 bool is_disconnect(const std::exception_ptr& e) noexcept {

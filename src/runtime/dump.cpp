@@ -74,8 +74,12 @@ std::string readable_callable(std::string_view name) {
 
 TaskLabel TaskLabel::of(const TaskRecord& f) {
   TaskLabel l;
-  const char* name = f.name();
-  l.name = name != nullptr ? name : "";
+  if (const TaskDescriber* d = f.described()) {
+    d->describe(*d, l.name);
+  } else {
+    const char* name = f.name();
+    l.name = name != nullptr ? name : "";
+  }
   l.origin = f.origin();
   l.line = f.origin_line();
   l.root = l.origin == nullptr && f.home != nullptr && f.home->parent == nullptr && f.home->body == nullptr;

@@ -200,6 +200,28 @@ void set_task_name(TaskRecord& f, const char* name, std::size_t size) {
   }
   if (listed != nullptr) listed->lock.unlock();
 }
+
+void describe_task(TaskDescriber* d) noexcept {
+  TaskRecord* f = current_record();
+  if (f == nullptr) return;
+  const char* origin = f->origin();
+  const std::uint32_t line = f->origin_line();
+  std::unique_ptr<const TaskName> old(f->named());
+  if (d != nullptr) {
+    d->origin = origin;
+    d->line = line;
+  }
+  CancelNode* listed = (f->flags & TaskRecord::kLinked) != 0 ? f->home : nullptr;  // as set_task_name
+  if (listed != nullptr) listed->lock.lock();
+  if (d != nullptr) {
+    f->label_ = d;
+    f->origin_line_ = TaskRecord::kDescribed;
+  } else {
+    f->label_ = origin;
+    f->origin_line_ = line;
+  }
+  if (listed != nullptr) listed->lock.unlock();
+}
 }  // namespace detail
 
 namespace this_task {

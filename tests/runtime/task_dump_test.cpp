@@ -152,6 +152,43 @@ TEST(TaskDump, ServeNamesEachConnectionsTaskAfterItsPeer) {
   }
 }
 
+// A handler's label lives in its frame and is written at dump time: dumps
+// racing connections that come and go must never read a frame that is gone
+// (ASan and TSan legs).
+TEST(TaskDump, DumpsWhileConnectionsComeAndGoAreSafe) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "TaskDump serve churn");
+  Runtime rt(RuntimeOptions::with_workers(2));
+  std::atomic<bool> done{false};
+  std::atomic<std::size_t> dumps{0}, named{0};
+  std::thread dumper([&] {
+    while (!done.load()) {
+      std::ostringstream out;
+      rt.dump_tasks(out);
+      if (contains(out.str(), "connection from 127.0.0.1:")) named.fetch_add(1);
+      dumps.fetch_add(1);
+    }
+  });
+  const long connections = shoal::test::scaled(2000, 100);
+  auto listener = shoal::net::Listener::bind(shoal::net::Address::parse("127.0.0.1:0"));
+  shoal::net::ShutdownSignal stop;  // both outlive the scope that serves
+  rt.block_on(shoal::scope([&](Scope& s) -> Task<void> {
+    shoal::net::ServeOptions opts;
+    opts.shutdown = &stop;
+    s.spawn(shoal::net::serve(listener, opts, [](shoal::net::Stream c) -> Task<void> {
+      std::byte b[1];
+      (void)co_await c.read_some(b);  // until the client closes
+    }));
+    for (long i = 0; i < connections || (dumps.load() < 20 && i < 100 * connections); ++i) {
+      shoal::net::Stream c = co_await shoal::net::connect(listener.local_address());
+      if (i % 2 == 0) co_await shoal::checkpoint();  // some handlers get to wait, and be dumped, first
+    }
+    stop.trigger();
+  }));
+  done.store(true);
+  dumper.join();
+  EXPECT_GE(dumps.load(), 20u);
+}
+
 // A cancellation takes each child it wakes out of its scope's list (so the
 // child ends without the scope's lock); one that waits again is listed again.
 // 200 children: the canceller hands them over in several batches.

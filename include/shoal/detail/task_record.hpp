@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <string>
 
 #include "shoal/detail/intrusive_list.hpp"
 #include "shoal/detail/raise.hpp"
@@ -60,6 +61,16 @@ struct TaskName {
   std::unique_ptr<char[]> name;
 };
 
+/// A label the task's own frame keeps and writes only when a dump asks
+/// (TaskRecord::label_): serve's "connection from <peer>" costs no
+/// allocation per connection. Not owned by the record; whoever sets it
+/// clears it (describe_task) before the frame that holds it goes.
+struct TaskDescriber {
+  const char* origin = nullptr;  // the label it replaced: where the task was spawned
+  std::uint32_t line = 0;
+  void (*describe)(const TaskDescriber& self, std::string& out) = nullptr;
+};
+
 struct TaskRecord {
   TaskRecord* next = nullptr;                 // run-queue / batch link
   // A hint beside the link: the record kAhead places further on in an
@@ -99,8 +110,12 @@ struct TaskRecord {
   ~TaskRecord();
 
   static constexpr std::uint32_t kNamed = 0xffffffff;
+  static constexpr std::uint32_t kDescribed = 0xfffffffe;
   const TaskName* named() const noexcept {
     return origin_line_ == kNamed ? static_cast<const TaskName*>(label_) : nullptr;
+  }
+  const TaskDescriber* described() const noexcept {
+    return origin_line_ == kDescribed ? static_cast<const TaskDescriber*>(label_) : nullptr;
   }
   const char* origin() const noexcept;
   std::uint32_t origin_line() const noexcept;
@@ -197,12 +212,14 @@ struct CancelNode : ListHook<ChildTag> {
 
 inline TaskRecord::~TaskRecord() { delete named(); }
 inline const char* TaskRecord::origin() const noexcept {
-  const TaskName* n = named();
-  return n != nullptr ? n->origin : static_cast<const char*>(label_);
+  if (const TaskName* n = named()) return n->origin;
+  if (const TaskDescriber* d = described()) return d->origin;
+  return static_cast<const char*>(label_);
 }
 inline std::uint32_t TaskRecord::origin_line() const noexcept {
-  const TaskName* n = named();
-  return n != nullptr ? n->line : origin_line_;
+  if (const TaskName* n = named()) return n->line;
+  if (const TaskDescriber* d = described()) return d->line;
+  return origin_line_;
 }
 inline const char* TaskRecord::name() const noexcept {
   const TaskName* n = named();
@@ -213,6 +230,10 @@ inline void TaskRecord::set_origin(const char* where, std::uint32_t line) noexce
     auto* n = static_cast<TaskName*>(const_cast<void*>(label_));
     n->origin = where;
     n->line = line;
+  } else if (origin_line_ == kDescribed) {
+    auto* d = static_cast<TaskDescriber*>(const_cast<void*>(label_));
+    d->origin = where;
+    d->line = line;
   } else {
     label_ = where;
     origin_line_ = line;
@@ -322,6 +343,10 @@ const char* callable_origin() noexcept {
 /// Names the task `f` (a copy of `name`; an empty one clears it). Throws
 /// std::bad_alloc.
 void set_task_name(TaskRecord& f, const char* name, std::size_t size);
+/// Labels the calling task with `d` (kept by the caller, which must call
+/// this again with null before `d` goes; null restores the spawn site).
+/// Replaces a name. No effect outside a task.
+void describe_task(TaskDescriber* d) noexcept;
 
 /// Spends one unit of the cooperative budget; true when it ran out and the
 /// caller should yield.

@@ -76,9 +76,7 @@ struct ServeOptions {
 
 namespace shoal::detail {
 void report_handler_fault(const net::ServeOptions& o, std::exception_ptr e, const net::Address& peer) noexcept;
-/// Names the calling task after `peer` (ServeOptions::name_connections); out
-/// of memory, it stays unnamed.
-void name_after_peer(const net::Address& peer) noexcept;
+
 /// A reset or broken pipe from the peer: how a client may end a connection,
 /// not a handler fault worth a log line.
 bool is_disconnect(const std::exception_ptr& e) noexcept;
@@ -108,10 +106,28 @@ class PeerName {
   socklen_t len_ = 0;
 };
 
+/// A handler task's label, "connection from <peer>" (ServeOptions::
+/// name_connections): kept in the handler's frame and written only when a
+/// dump asks, so naming costs no allocation per connection.
+struct PeerLabel : TaskDescriber {
+  const PeerName* peer;
+  PeerLabel(const PeerName* p, bool on) noexcept : peer(p) {
+    if (!on) return;
+    describe = &write;
+    describe_task(this);
+  }
+  ~PeerLabel() {
+    if (describe != nullptr) describe_task(nullptr);  // before the frame that holds it goes
+  }
+  PeerLabel(const PeerLabel&) = delete;
+  PeerLabel& operator=(const PeerLabel&) = delete;
+  static void write(const TaskDescriber& self, std::string& out);
+};
+
 template <class H>
 Task<void> run_handler(RootFrame, H* handler, const net::ServeOptions* options, net::Stream conn, PeerName peer) {
   std::exception_ptr fault;
-  if (options->name_connections) name_after_peer(peer.address());
+  const PeerLabel label(&peer, options->name_connections);
   try {
     conn.set_idle_timeout(options->idle_timeout);
     co_await std::invoke(*handler, std::move(conn));
