@@ -234,17 +234,29 @@ bool owner_gets_one_back(const std::vector<void*>& freed) {
 // freeing thread. A worker that then parks, or a blocking thread that goes
 // idle, hands them home first: held while it sleeps, they would keep the
 // owner's slabs from ever being given back.
+// Ten blocks of the calling thread's (fewer than a batch), for another
+// thread to free, and their addresses sorted, to know them when they come back.
+struct ForeignFrees {
+  std::vector<void*> blocks = std::vector<void*>(10);
+  std::vector<void*> sorted;
+  ForeignFrees() {
+    for (auto& p : blocks) p = frame_allocate(kBlock);
+    sorted = blocks;
+    std::sort(sorted.begin(), sorted.end());
+  }
+  void free_all() const {
+    for (void* p : blocks) frame_deallocate(p, kBlock);
+  }
+};
+
 TEST(FrameCache, FreesHeldForAnotherOwnerGoHomeWhenTheWorkerParks) {
   if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
   on_own_thread([] {
-    std::vector<void*> blocks(10);
-    for (auto& p : blocks) p = frame_allocate(kBlock);
-    std::vector<void*> freed = blocks;
-    std::sort(freed.begin(), freed.end());
+    const ForeignFrees f;
     shoal::Runtime rt(shoal::RuntimeOptions::with_workers(1));
     const std::uint64_t parks = rt.metrics().workers[0].parks;
     rt.block_on([&]() -> shoal::Task<void> {
-      for (void* p : blocks) frame_deallocate(p, kBlock);
+      f.free_all();
       co_return;
     }());
     // The worker counts a park after it has flushed: wait for that, bounded.
@@ -252,24 +264,17 @@ TEST(FrameCache, FreesHeldForAnotherOwnerGoHomeWhenTheWorkerParks) {
     while (rt.metrics().workers[0].parks == parks && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    EXPECT_TRUE(owner_gets_one_back(freed)) << "the parked worker kept the owner's blocks";
+    EXPECT_TRUE(owner_gets_one_back(f.sorted)) << "the parked worker kept the owner's blocks";
   });
 }
 
 TEST(FrameCache, FreesHeldForAnotherOwnerGoHomeWhenABlockingThreadIdles) {
   if (!cache_is_on()) GTEST_SKIP() << "the frame cache is off in this build (ASan)";
   on_own_thread([] {
-    std::vector<void*> blocks(10);
-    for (auto& p : blocks) p = frame_allocate(kBlock);
-    std::vector<void*> freed = blocks;
-    std::sort(freed.begin(), freed.end());
+    const ForeignFrees f;
     shoal::Runtime rt(shoal::RuntimeOptions::with_workers(1));
-    rt.block_on([&]() -> shoal::Task<void> {
-      co_await shoal::spawn_blocking([&] {
-        for (void* p : blocks) frame_deallocate(p, kBlock);
-      });
-    }());
-    EXPECT_TRUE(owner_gets_one_back(freed)) << "the idle blocking thread kept the owner's blocks";
+    rt.block_on([&]() -> shoal::Task<void> { co_await shoal::spawn_blocking([&] { f.free_all(); }); }());
+    EXPECT_TRUE(owner_gets_one_back(f.sorted)) << "the idle blocking thread kept the owner's blocks";
   });
 }
 

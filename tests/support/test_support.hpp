@@ -89,7 +89,7 @@ inline std::string worker_param_name(const ::testing::TestParamInfo<std::size_t>
   static ::shoal::Task<void> Suite##_##Name##_body();                                          \
   TEST(Suite, Name) {                                                                          \
     for (std::uint64_t seed : {1u, 2u, 3u}) {                                                  \
-      SCOPED_TRACE("simulated seed " + std::to_string(seed));                                  \
+      SCOPED_TRACE(std::string("simulated seed ") + std::to_string(seed));                     \
       ::shoal::test::Watchdog dog(::shoal::test::kWatchdog, #Suite "." #Name);                 \
       ::shoal::run(Suite##_##Name##_body(), ::shoal::RuntimeOptions::simulated(seed));          \
     }                                                                                          \
