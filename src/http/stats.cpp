@@ -5,6 +5,15 @@
 
 namespace shoal::http {
 
+struct alignas(64) ServerStats::Stripe {
+  std::atomic<std::uint64_t> responses[5] = {};
+  std::atomic<std::uint64_t> opened{0}, closed{0}, received{0}, sent{0}, handler_ns{0}, handler_calls{0};
+  std::atomic<std::uint64_t> buckets[kBuckets.size() + 1] = {};
+};
+
+ServerStats::ServerStats() : stripes_(new Stripe[kStripes]) {}  // aligned new: a line apart
+ServerStats::~ServerStats() = default;
+
 namespace {
 constexpr auto kRelaxed = std::memory_order_relaxed;
 void add(std::atomic<std::uint64_t>& c, std::uint64_t n) noexcept { c.fetch_add(n, kRelaxed); }
@@ -37,7 +46,8 @@ void ServerStats::response(int status, std::size_t received, std::size_t sent, s
 ServerStats::Snapshot ServerStats::snapshot() const noexcept {
   Snapshot out;
   std::uint64_t closed = 0;
-  for (const Stripe& s : stripes_) {
+  for (std::size_t k = 0; k < kStripes; ++k) {
+    const Stripe& s = stripes_[k];
     for (std::size_t i = 0; i < 5; ++i) out.responses[i] += s.responses[i].load(kRelaxed);
     out.connections_opened += s.opened.load(kRelaxed);
     closed += s.closed.load(kRelaxed);

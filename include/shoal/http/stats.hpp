@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -45,7 +46,9 @@ class ServerStats {
     std::uint64_t handler_calls = 0;       ///< handlers called
   };
 
-  ServerStats() noexcept = default;
+  /// Throws: std::bad_alloc (the stripes, 2 KiB).
+  ServerStats();
+  ~ServerStats();
   ServerStats(const ServerStats&) = delete;
   ServerStats& operator=(const ServerStats&) = delete;
 
@@ -69,13 +72,11 @@ class ServerStats {
 
  private:
   static constexpr std::size_t kStripes = 8;
-  struct alignas(64) Stripe {
-    std::atomic<std::uint64_t> responses[5] = {};
-    std::atomic<std::uint64_t> opened{0}, closed{0}, received{0}, sent{0}, handler_ns{0}, handler_calls{0};
-    std::atomic<std::uint64_t> buckets[kBuckets.size() + 1] = {};
-  };
+  struct Stripe;  // a cache line's worth of counters per worker (src/http/stats.cpp)
   Stripe& mine() noexcept;
-  Stripe stripes_[kStripes];
+  // On the heap: a ServerStats is often a coroutine's local, and a
+  // coroutine frame does not honour a 64-byte alignment.
+  std::unique_ptr<Stripe[]> stripes_;
 };
 
 }  // namespace shoal::http
