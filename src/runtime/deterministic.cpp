@@ -63,7 +63,7 @@ void DeterministicExecutor::run(Scheduler& s, Worker& w) noexcept {
       // taken every 61st step, not only when nothing can run, or a task
       // looping over checkpoints would starve its own deadline. By step
       // count, so a seed still reproduces the schedule with a manual clock.
-      if (++steps % 61 == 0) {
+      if (++steps % kDriverPollTicks == 0) {
         d.fire_timers();
         d.poll_io_now();
       }

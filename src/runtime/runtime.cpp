@@ -176,51 +176,42 @@ void Runtime::dump_tasks(std::ostream& out) const { sched_->dump_tasks(out); }
 void Runtime::dump_all(std::ostream& out) { detail::dump_all_runtimes(out); }
 
 namespace detail {
-void set_task_name(TaskRecord& f, const char* name, std::size_t size) {
-  const char* origin = f.origin();
-  const std::uint32_t line = f.origin_line();
-  std::unique_ptr<TaskName> label;
-  if (size != 0) {
-    std::unique_ptr<char[]> copy(new char[size + 1]);
-    std::memcpy(copy.get(), name, size);
-    copy[size] = '\0';
-    label.reset(new TaskName{origin, line, std::move(copy)});
-  }
+namespace {
+// Replaces `f`'s label with `label` (a TaskName, a TaskDescriber, or the
+// origin's text, as `line` says) and deletes the TaskName it replaces. A
+// task in its scope's list can be in a dump, which reads labels under that
+// scope's lock; before that, nobody else sees the record.
+void relabel(TaskRecord& f, const void* label, std::uint32_t line) noexcept {
   std::unique_ptr<const TaskName> old(f.named());
-  // A task in its scope's list can be in a dump, which reads labels under
-  // that scope's lock; before that, nobody else sees the record.
   CancelNode* listed = (f.flags & TaskRecord::kLinked) != 0 ? f.home : nullptr;
   if (listed != nullptr) listed->lock.lock();
-  if (label != nullptr) {
-    f.label_ = label.release();
-    f.origin_line_ = TaskRecord::kNamed;
-  } else {
-    f.label_ = origin;
-    f.origin_line_ = line;
-  }
+  f.label_ = label;
+  f.origin_line_ = line;
   if (listed != nullptr) listed->lock.unlock();
+}
+}  // namespace
+
+void set_task_name(TaskRecord& f, const char* name, std::size_t size) {
+  if (size == 0) {
+    relabel(f, f.origin(), f.origin_line());
+    return;
+  }
+  std::unique_ptr<char[]> copy(new char[size + 1]);
+  std::memcpy(copy.get(), name, size);
+  copy[size] = '\0';
+  relabel(f, new TaskName{f.origin(), f.origin_line(), std::move(copy)}, TaskRecord::kNamed);
 }
 
 void describe_task(TaskDescriber* d) noexcept {
   TaskRecord* f = current_record();
   if (f == nullptr) return;
-  const char* origin = f->origin();
-  const std::uint32_t line = f->origin_line();
-  std::unique_ptr<const TaskName> old(f->named());
-  if (d != nullptr) {
-    d->origin = origin;
-    d->line = line;
+  if (d == nullptr) {
+    relabel(*f, f->origin(), f->origin_line());
+    return;
   }
-  CancelNode* listed = (f->flags & TaskRecord::kLinked) != 0 ? f->home : nullptr;  // as set_task_name
-  if (listed != nullptr) listed->lock.lock();
-  if (d != nullptr) {
-    f->label_ = d;
-    f->origin_line_ = TaskRecord::kDescribed;
-  } else {
-    f->label_ = origin;
-    f->origin_line_ = line;
-  }
-  if (listed != nullptr) listed->lock.unlock();
+  d->origin = f->origin();
+  d->line = f->origin_line();
+  relabel(*f, d, TaskRecord::kDescribed);
 }
 }  // namespace detail
 

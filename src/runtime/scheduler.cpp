@@ -147,9 +147,9 @@ bool Scheduler::migrate(TaskRecord* f, std::uint8_t slot, bool end_at_long_poll)
   }
   // Not to a worker the watch found stuck in one step: the task would wait
   // there past its deadline, unreachable by its canceller (watch.cpp).
-  if (const Worker& to = *workers_[slot]; to.stalled_at.load(std::memory_order_relaxed) != 0 &&
-                                          to.stalled_at.load(std::memory_order_relaxed) ==
-                                              to.polls.load(std::memory_order_relaxed) + 1) {
+  const Worker& to = *workers_[slot];
+  if (const std::uint64_t stalled = to.stalled_at.load(std::memory_order_relaxed);
+      stalled != 0 && stalled == to.polls.load(std::memory_order_relaxed) + 1) {
     return false;
   }
   // Pinned there for 64 budget yields, until a lock's move waits, or until
@@ -397,7 +397,7 @@ TaskRecord* Scheduler::from_injector(Worker& w) noexcept {
 TaskRecord* Scheduler::next_local(Worker& w) noexcept {
   ++w.tick;
   w.pinned.drain_remote();
-  if (w.tick % 61 == 0) {
+  if (w.tick % kDriverPollTicks == 0) {
     driver_.fire_timers();  // busy workers keep timers firing while nobody drives
     driver_.poll_io_now();  // ... and I/O events flowing
     if (TaskBatch b = pull_injector(w, 1); !b.empty()) return b.head;

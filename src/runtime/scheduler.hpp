@@ -44,6 +44,10 @@ void write_label(std::ostream& out, const TaskLabel& l);
 /// "12 ms", "3.4 s", "2.0 min", "1.5 h".
 void write_duration(std::ostream& out, std::uint32_t ms);
 
+/// A worker that keeps running tasks still fires due timers and polls ready
+/// I/O every this many tasks (the deterministic executor too).
+inline constexpr std::uint32_t kDriverPollTicks = 61;
+
 struct Worker {
   Scheduler* sched = nullptr;
   std::size_t index = 0;

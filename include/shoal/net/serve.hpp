@@ -61,8 +61,9 @@ struct ServeOptions {
   ShutdownSignal* shutdown = nullptr;
   /// Names each handler's task after its peer ("connection from
   /// 192.0.2.7:51234"), so a task dump (Runtime::dump_tasks, dump_signal)
-  /// says which client each handler serves. Costs a small allocation per
-  /// connection; false leaves the tasks unnamed.
+  /// says which client each handler serves. Costs no allocation: the label
+  /// lives in the handler's frame and is written only when a dump asks.
+  /// false leaves the tasks unnamed.
   bool name_connections = true;
   /// A handler's fault (never a cancellation, an IdleTimeout, or the peer
   /// resetting the connection: ECONNRESET/EPIPE end a handler quietly).
