@@ -78,7 +78,7 @@ if [[ -e $libdir/libshoal.so ]] && ! [[ -e $libdir/libshoal.a ]]; then
   run ldd "$work/consumer/consumer" | grep -q "$libdir/$soname" ||
     { echo "check-install: the consumer does not load the installed $soname" >&2; run ldd "$work/consumer/consumer" >&2; exit 1; }
   for lib in libshoal.so libshoal_tls.so; do
-    # shoal's own: its namespace, and the C symbols it prefixes (shoal_raise_in_frame)
+    # shoal's own: its namespace, and any C symbol it prefixes
     foreign=$(nm -D --defined-only -C "$libdir/$lib" | awk '{ $1=""; $2=""; print }' | grep -v 'shoal::' |
       grep -vE '^ *shoal_[a-z_]+$' || true)
     [[ -z $foreign ]] || { echo "check-install: $lib exports symbols that are not shoal's:" >&2; echo "$foreign" | head >&2; exit 1; }

@@ -7,7 +7,7 @@ namespace shoal::http {
 
 struct alignas(64) ServerStats::Stripe {
   std::atomic<std::uint64_t> responses[5] = {};
-  std::atomic<std::uint64_t> opened{0}, closed{0}, received{0}, sent{0}, handler_ns{0}, handler_calls{0};
+  std::atomic<std::uint64_t> opened{0}, closed{0}, held{0}, received{0}, sent{0}, handler_ns{0}, handler_calls{0};
   std::atomic<std::uint64_t> buckets[kBuckets.size() + 1] = {};
 };
 
@@ -28,6 +28,7 @@ ServerStats::Stripe& ServerStats::mine() noexcept {
 
 void ServerStats::connection_opened() noexcept { add(mine().opened, 1); }
 void ServerStats::connection_closed() noexcept { add(mine().closed, 1); }
+void ServerStats::connection_held_at_cap() noexcept { add(mine().held, 1); }
 
 void ServerStats::response(int status, std::size_t received, std::size_t sent, std::int64_t handler_ns) noexcept {
   Stripe& s = mine();
@@ -51,6 +52,7 @@ ServerStats::Snapshot ServerStats::snapshot() const noexcept {
     for (std::size_t i = 0; i < 5; ++i) out.responses[i] += s.responses[i].load(kRelaxed);
     out.connections_opened += s.opened.load(kRelaxed);
     closed += s.closed.load(kRelaxed);
+    out.connections_held_at_cap += s.held.load(kRelaxed);
     out.bytes_received += s.received.load(kRelaxed);
     out.bytes_sent += s.sent.load(kRelaxed);
     out.handler_seconds_ns += s.handler_ns.load(kRelaxed);
@@ -90,6 +92,9 @@ std::string ServerStats::to_prometheus(std::string_view prefix) const {
   line(out, prefix, "connections_open", "", s.connections_open);
   head(out, prefix, "connections_total", "counter", "Connections served, open ones included.");
   line(out, prefix, "connections_total", "", s.connections_opened);
+  head(out, prefix, "connections_held_at_cap_total", "counter",
+       "Accepted connections that waited for a slot: max_connections handlers were live.");
+  line(out, prefix, "connections_held_at_cap_total", "", s.connections_held_at_cap);
   head(out, prefix, "received_bytes_total", "counter", "Request bytes consumed.");
   line(out, prefix, "received_bytes_total", "", s.bytes_received);
   head(out, prefix, "sent_bytes_total", "counter", "Response bytes written.");

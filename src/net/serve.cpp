@@ -6,6 +6,14 @@
 
 namespace shoal::detail {
 
+void report_held_at_cap(const net::ServeOptions& o) noexcept {
+  try {
+    o.on_held_at_cap();
+  } catch (...) {
+    std::fputs("shoal::net::serve: on_held_at_cap threw; ignored\n", stderr);
+  }
+}
+
 void report_handler_fault(const net::ServeOptions& o, std::exception_ptr e, const net::Address& peer) noexcept {
   if (o.on_handler_fault) {
     try {

@@ -38,6 +38,7 @@ struct Config {
   http::ServerOptions http;
   std::size_t max_connections = 64;
   std::chrono::milliseconds grace{10};
+  std::function<void()> on_held_at_cap;
 };
 
 /// Serves `handler` for the duration of `client(address, stop)`; triggers the
@@ -51,6 +52,7 @@ Task<void> with_server(Config cfg, H handler, std::function<Task<void>(Address, 
   opts.shutdown = &stop;
   opts.max_connections = cfg.max_connections;
   opts.grace_period = cfg.grace;
+  opts.on_held_at_cap = cfg.on_held_at_cap;
   co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
     s.spawn(http::serve(listener, opts, cfg.http, std::move(handler)));
     co_await client(addr, stop);
@@ -416,6 +418,29 @@ SHOAL_TEST(HttpServer, TheExtraClientWaitsUntilAConnectionFrees) {
     first.close();
     const std::string reply = co_await read_to_end(second);
     EXPECT_EQ(count(reply, "HTTP/1.1 200 OK"), 1) << reply;
+  });
+}
+
+// The cap holds, never refuses; an operator sees it bite in the stats.
+SHOAL_TEST(HttpServer, AConnectionHeldAtTheCapIsCountedAndReported) {
+  http::ServerStats stats;
+  shoal::Event held;
+  Config cfg;
+  cfg.max_connections = 1;
+  cfg.http.stats = &stats;
+  cfg.on_held_at_cap = [&] { held.set(); };  // called after the stats counted it
+  co_await with_server(cfg, hello::Handler{&stats}, [&](Address addr, shoal::net::ShutdownSignal&) -> Task<void> {
+    Stream first = co_await shoal::net::connect(addr);
+    co_await first.write_all(std::string_view("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+    (void)co_await read_responses(first, 1);
+    EXPECT_EQ(stats.snapshot().connections_held_at_cap, 0u) << "one connection under a cap of one waits for nothing";
+    Stream second = co_await shoal::net::connect(addr);
+    co_await held.wait();
+    EXPECT_EQ(stats.snapshot().connections_held_at_cap, 1u);
+    first.close();
+    co_await second.write_all(std::string_view("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    const std::string metrics = co_await read_to_end(second);
+    EXPECT_NE(metrics.find("http_connections_held_at_cap_total 1\n"), std::string::npos) << metrics;
   });
 }
 

@@ -32,23 +32,6 @@
 #define SHOAL_DIRECT_RAISE 0
 #endif
 
-// Opt-in, experimental (the CMake option SHOAL_EXPERIMENTAL_RAISE_IN_FRAME,
-// off by default, which defines the macro for the library and every user
-// alike): on x86-64 the raise goes one step further. When the raising
-// frame has the landing pad (a coroutine's catch-all, or a cleanup on the
-// way to it), it jumps there itself, as the unwinder's install step would,
-// and the unwinder never runs: src/runtime/raise.cpp reads the frame's
-// exception table once per raise site and keeps the answer. Off by default
-// because a kept answer can outlive the code it describes (a plugin
-// unloaded and rebuilt at the same address: docs/cancellation.md). Never
-// under CET (a jump the shadow stack has not seen) or x32.
-#if SHOAL_DIRECT_RAISE && defined(SHOAL_EXPERIMENTAL_RAISE_IN_FRAME) && defined(__x86_64__) && \
-    !defined(__ILP32__) && !defined(__CET__)
-#define SHOAL_RAISE_IN_FRAME 1
-#else
-#define SHOAL_RAISE_IN_FRAME 0
-#endif
-
 namespace shoal::detail {
 
 /// Throws shoal::Cancelled from an out-of-line frame (errors.hpp's type is
@@ -66,16 +49,6 @@ namespace shoal::detail {
 [[noreturn, gnu::cold]] void raise_failed(_Unwind_Exception* e) noexcept;
 #endif
 
-#if SHOAL_RAISE_IN_FRAME
-/// Raises `e` in the calling frame: jumps to the caller's landing pad for
-/// the call, with the registers a landing pad expects, or else calls
-/// _Unwind_Resume(e) as the caller would have. Never returns. Not noexcept:
-/// the call must have its own entry in the caller's exception table.
-extern "C" [[noreturn]] void shoal_raise_in_frame(_Unwind_Exception* e);
-/// How many raise sites found their landing pad in the raising frame and
-/// have it kept (for tests).
-std::size_t raise_sites_landed() noexcept;
-#endif
 
 /// Throws shoal::Cancelled. Inlined, so that the unwinder starts at the
 /// caller's frame (await_resume inlined into the waiting coroutine). Call it
@@ -83,11 +56,7 @@ std::size_t raise_sites_landed() noexcept;
 [[noreturn, gnu::always_inline]] inline void raise_cancelled() {
 #if SHOAL_DIRECT_RAISE
   _Unwind_Exception* e = new_cancelled_exception();
-#if SHOAL_RAISE_IN_FRAME
-  shoal_raise_in_frame(e);
-#else
   _Unwind_Resume(e);
-#endif
   raise_failed(e);
 #else
   throw_cancelled();

@@ -44,7 +44,8 @@ struct ServerOptions {
   /// How long a keep-alive connection may wait for its next request.
   std::chrono::milliseconds idle_timeout{60'000};
   /// If set, the server counts into it (responses by status class,
-  /// connections, bytes, handler time); it must outlive the server. Null
+  /// connections, those held at the cap, bytes, handler time); it must
+  /// outlive the server. Null
   /// (the default): nothing is counted.
   ServerStats* stats = nullptr;
 };
@@ -132,6 +133,12 @@ namespace detail {
 template <class H, class ServeAll>
 Task<void> serve_with(net::ServeOptions serve_options, ServerOptions options, H handler, ServeAll serve_all) {
   net::ShutdownSignal* const stop = serve_options.shutdown;
+  if (options.stats != nullptr) {  // the cap's count, then the user's own hook
+    serve_options.on_held_at_cap = [stats = options.stats, user = std::move(serve_options.on_held_at_cap)] {
+      stats->connection_held_at_cap();
+      if (user) user();
+    };
+  }
   Server server(options, stop);  // answers after the trigger say close, before the watcher below runs
   co_await scope([&](Scope& s) -> Task<void> {
     if (stop != nullptr) {

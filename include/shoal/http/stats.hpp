@@ -37,6 +37,10 @@ class ServerStats {
     std::array<std::uint64_t, 5> responses{};
     std::uint64_t connections_opened = 0;  ///< connections whose serving started
     std::uint64_t connections_open = 0;    ///< opened and not yet ended
+    /// Accepted connections that waited for a handler slot because
+    /// net::ServeOptions::max_connections handlers were live (the server
+    /// holds them; it never refuses at the cap).
+    std::uint64_t connections_held_at_cap = 0;
     std::uint64_t bytes_received = 0;      ///< request bytes consumed (heads and bodies)
     std::uint64_t bytes_sent = 0;          ///< response bytes written
     /// Handler calls by duration: [i] took at most kBuckets[i] seconds and
@@ -66,6 +70,8 @@ class ServerStats {
   void connection_opened() noexcept;
   /// A connection's serving ends.
   void connection_closed() noexcept;
+  /// An accepted connection waits for a slot (net::ServeOptions::on_held_at_cap).
+  void connection_held_at_cap() noexcept;
   /// A response went out for `status`, after `received` request bytes; the
   /// handler ran `handler_ns` (negative: no handler ran, e.g. a 400).
   void response(int status, std::size_t received, std::size_t sent, std::int64_t handler_ns) noexcept;

@@ -48,7 +48,8 @@ class ShutdownSignal {
 struct ServeOptions {
   /// Live handlers at most (0 means 1); while full, serve holds the one
   /// connection it accepted last until a slot frees, and the kernel backlog
-  /// holds the rest.
+  /// holds the rest. Nothing is refused at the cap: `on_held_at_cap` says
+  /// when it bites.
   std::size_t max_connections = 10'000;
   /// After a shutdown is triggered: how long running handlers may take to
   /// finish before they are cancelled.
@@ -71,12 +72,19 @@ struct ServeOptions {
   /// Runs on the handler's task. It should not throw: what it throws is
   /// reported on stderr and ignored.
   std::function<void(std::exception_ptr, const Address& peer)> on_handler_fault;
+  /// Called each time an accepted connection has to wait for a handler slot
+  /// because `max_connections` handlers are live: the cap is biting (a
+  /// counter, a log line; http::ServerStats counts it). Runs on the
+  /// accepting task before it waits, so it should be quick. It should not
+  /// throw: what it throws is reported on stderr and ignored.
+  std::function<void()> on_held_at_cap;
 };
 
 }  // namespace shoal::net
 
 namespace shoal::detail {
 void report_handler_fault(const net::ServeOptions& o, std::exception_ptr e, const net::Address& peer) noexcept;
+void report_held_at_cap(const net::ServeOptions& o) noexcept;
 
 /// A reset or broken pipe from the peer: how a client may end a connection,
 /// not a handler fault worth a log line.
@@ -181,6 +189,7 @@ Task<void> serve(Listener& listener, ServeOptions options, H handler) {
         auto child =
             detail::run_handler(detail::RootFrame{}, &handler, &options, std::move(conn), detail::PeerName(peer));
         // While full this waits: backpressure, the backlog holds the rest.
+        if (set.live() >= set.limit() && options.on_held_at_cap) detail::report_held_at_cap(options);
         (void)co_await detail::TaskSetAccess::spawn_made(set, std::move(child));
       }
     });
