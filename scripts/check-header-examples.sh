@@ -38,6 +38,7 @@ CONTEXT = {
         "params": "shoal::net::Listener& listener, shoal::net::ServeOptions serve_options"},
     "shoal/http/server.hpp": {"params": "shoal::net::Listener& listener, shoal::net::ServeOptions serve_options"},
     "shoal/http/stats.hpp": {"include": "shoal/http.hpp"},
+    "shoal/net/byte_stream.hpp": {"params": "shoal::net::Stream& conn"},
     "shoal/net/buffered_reader.hpp": {"decls": "void handle(std::string_view line);", "params": "shoal::net::Stream& conn"},
     "shoal/scope/cancel_scope.hpp": {
         "decls": "shoal::Task<std::string> download(std::string url);\nvoid save(const std::string& body);",

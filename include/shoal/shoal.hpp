@@ -20,6 +20,7 @@
 #include "shoal/scope/task_set.hpp"
 #include "shoal/runtime/spawn_blocking.hpp"
 #include "shoal/net/address.hpp"
+#include "shoal/net/byte_stream.hpp"
 #include "shoal/net/stream.hpp"
 #include "shoal/net/buffered_reader.hpp"
 #include "shoal/net/connections.hpp"

@@ -1,7 +1,6 @@
-// The HTTP/1.1 connection loop, over a net::Stream or a tls::Stream: a
-// template compiled once per stream type (src/http/server.cpp for plain
-// connections, src/tls/https.cpp in shoal::tls for TLS), so plain HTTP pays
-// nothing for TLS. Internal.
+// The HTTP/1.1 connection loop, over a net::Stream or any other ByteStream
+// through a shoal::detail::ByteStreamRef: a template compiled once for each
+// (src/http/server.cpp). Internal.
 #pragma once
 
 #include <exception>
@@ -13,13 +12,6 @@
 #include "shoal/time/sleep.hpp"
 
 namespace shoal::http::detail {
-
-/// The socket under a stream: for idle limits and the shutdown's fd.
-inline net::Stream& socket_of(net::Stream& s) noexcept { return s; }
-template <class S>
-net::Stream& socket_of(S& s) noexcept {
-  return s.socket();
-}
 
 using std::chrono::milliseconds;
 
@@ -33,7 +25,7 @@ Task<Read> read_more(S& conn, std::string& buf, milliseconds limit) {
   // The limit is the stream's own: a timer inside the read's wait, paid only
   // if the read has to wait (a move_on_after would be a cancel scope, a
   // timer and two frames around every read).
-  socket_of(conn).set_idle_timeout(limit);
+  conn.set_idle_timeout(limit);
   std::size_t n = 0;
   bool timed_out = false;
   try {
@@ -48,32 +40,16 @@ Task<Read> read_more(S& conn, std::string& buf, milliseconds limit) {
 /// The last response is out: end our side and let the client read it.
 /// Closing with unread request bytes in the socket would send a reset that
 /// can destroy the response in the client's buffers before it reads it, so
-/// this reads and drops what comes until the client closes (bounded in
-/// bytes and time, like a lingering close).
+/// then the close lingers (reads and drops what comes until the client
+/// closes, bounded in bytes and time).
 template <class S>
 Task<void> close_gracefully(S& conn, bool unread_input) {
-  if constexpr (std::is_same_v<S, net::Stream>) {
-    if (unread_input) {
-      co_await conn.linger_close(milliseconds(2000));
-    } else {
-      conn.shutdown(net::Shutdown::write);
-    }
-    co_return;
+  if (unread_input) {
+    co_await conn.linger_close(milliseconds(2000));
+  } else if constexpr (std::is_void_v<decltype(conn.shutdown())>) {
+    conn.shutdown();
   } else {
     co_await conn.shutdown();  // TLS: close_notify first
-  }
-  if (!unread_input) co_return;
-  socket_of(conn).set_idle_timeout(milliseconds(2000));
-  char sink[4096];
-  for (std::size_t total = 0; total < (1u << 20);) {
-    std::size_t n = 0;
-    try {
-      n = co_await conn.read_some(std::as_writable_bytes(std::span(sink)));
-    } catch (const std::exception&) {
-      co_return;  // timed out, reset, or (TLS) closed without close_notify: closing anyway
-    }
-    if (n == 0) co_return;
-    total += n;
   }
 }
 
@@ -191,7 +167,7 @@ template <class S>
 Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
   const ServerOptions& o = server.options();
   const CountedConnection counted(o.stats);
-  net::Connections::Entry entry(server.connections(), socket_of(conn).native_handle());
+  net::Connections::Entry entry(server.connections(), conn.native_handle());
   std::string in, out, chunked_body;
   RequestHead head;
   Response res;
@@ -209,7 +185,7 @@ Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
       if (!entry.go_idle()) break;
       // A new connection must send its first request within the header
       // timeout; a kept-alive one may idle longer.
-      socket_of(conn).set_idle_timeout(first ? o.header_timeout : o.idle_timeout);
+      conn.set_idle_timeout(first ? o.header_timeout : o.idle_timeout);
       try {
         co_await conn.wait_readable();
       } catch (const net::IdleTimeout&) {
@@ -284,7 +260,7 @@ Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
   }
   if constexpr (!std::is_same_v<S, net::Stream>) {
     if (ended_idle) {
-      // TLS: a close the client can tell from a truncation (close_notify).
+      // A close the client can tell from a truncation (TLS's close_notify).
       try {
         co_await conn.shutdown();
       } catch (const std::exception&) {

@@ -22,7 +22,11 @@ Task<bool> BufferedReader::fill() {
     // Nothing read ahead: wait without a buffer (an idle reader holds none).
     std::string().swap(buf_);
     start_ = 0;
-    co_await stream_->wait_readable();
+    if (Stream* plain = in_.target<Stream>()) {
+      co_await plain->wait_readable();  // a socket's wait, with no coroutine between
+    } else {
+      co_await in_.wait_readable();
+    }
   } else if (start_ > 0) {
     buf_.erase(0, start_);
     start_ = 0;
@@ -30,8 +34,13 @@ Task<bool> BufferedReader::fill() {
   const std::size_t old = buf_.size();
   buf_.resize(old + chunk_);
   std::size_t n = 0;
+  const auto tail = std::as_writable_bytes(std::span(buf_).subspan(old));
   try {
-    n = co_await stream_->read_some(std::as_writable_bytes(std::span(buf_).subspan(old)));
+    if (Stream* plain = in_.target<Stream>()) {
+      n = co_await plain->read_some(tail);
+    } else {
+      n = co_await in_.read_some(tail);
+    }
   } catch (...) {
     buf_.resize(old);
     throw;
@@ -99,7 +108,8 @@ Task<std::size_t> BufferedReader::read_some(std::span<std::byte> buf) {
   if (buf.empty()) co_return 0;
   if (start_ == buf_.size()) {
     if (eof_) co_return 0;
-    co_return co_await stream_->read_some(buf);
+    if (Stream* plain = in_.target<Stream>()) co_return co_await plain->read_some(buf);
+    co_return co_await in_.read_some(buf);
   }
   const std::size_t n = std::min(buf.size(), buf_.size() - start_);
   std::memcpy(buf.data(), buf_.data() + start_, n);

@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "src/io/async_io.hpp"
+#include "src/net/drain.hpp"
 #include "shoal/scope/timeout.hpp"
 #include "shoal/time/sleep.hpp"
 #include "src/net/sys.hpp"
@@ -80,21 +81,7 @@ Task<void> Stream::linger_close(std::chrono::milliseconds limit) {
   } closer{*this};
   if (fd_ < 0) co_return;
   if (::shutdown(fd_, SHUT_WR) != 0) co_return;  // not connected any more: nothing to linger for
-  set_idle_timeout(limit);
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  std::byte sink[4096];
-  for (std::size_t total = 0; total < (std::size_t{1} << 20);) {
-    std::size_t n = 0;
-    try {
-      n = co_await read_some(sink);
-    } catch (const std::system_error&) {
-      co_return;  // reset: the peer is gone
-    } catch (const IdleTimeout&) {
-      co_return;  // silent for `limit`
-    }
-    if (n == 0 || std::chrono::steady_clock::now() >= deadline) co_return;
-    total += n;
-  }
+  co_await detail::drain_input(*this, limit);
 }
 
 IoSource* Stream::source(std::uint32_t ready_hint, bool* registered) {

@@ -21,6 +21,7 @@
 
 #include "shoal/sync/mutex.hpp"
 #include "shoal/time/sleep.hpp"
+#include "src/net/drain.hpp"
 
 namespace shoal::tls {
 
@@ -437,6 +438,25 @@ Task<void> Stream::wait_readable() {
 Task<void> Stream::shutdown() {
   (void)co_await drive(Op::shutdown, nullptr, 0, nullptr);
   sock_.shutdown(net::Shutdown::write);
+}
+
+Task<void> Stream::linger_close(std::chrono::milliseconds limit) {
+  struct Closer {  // closed on every way out, a cancellation included
+    Stream& s;
+    ~Closer() { s.close(); }
+  } closer{*this};
+  if (conn_ == nullptr) co_return;
+  try {
+    co_await shutdown();
+  } catch (const std::exception&) {
+    co_return;  // the peer is gone, or the stream is broken: nothing to linger for
+  }
+  co_await shoal::detail::drain_input(*this, limit);
+}
+
+void Stream::close() noexcept {
+  conn_.reset();
+  sock_.close();
 }
 
 Task<Stream> connect(net::Stream sock, const Context& ctx, std::string host, std::chrono::milliseconds timeout) {

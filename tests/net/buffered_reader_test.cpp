@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "support/stream_io.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -139,6 +140,25 @@ SHOAL_TEST(BufferedReaderTest, ReadExactPastTheEndSaysHowMuchCame) {
       EXPECT_NE(std::string(e.what()).find("3 of 8"), std::string::npos) << e.what();
     }
   });
+}
+
+// Any ByteStream: the reader's calls go through the stream's own.
+static_assert(!shoal::net::ByteStream<int>);
+static_assert(!shoal::net::ByteStream<std::string>, "no read_some: not a stream");
+
+SHOAL_TEST(BufferedReaderTest, ReadsLinesFromAnyByteStreamThroughItsOwnCalls) {
+  Pair pair = stream_pair();
+  shoal::test::StreamRecord record;
+  shoal::test::RecordingStream in(std::move(pair.a), record);
+  Stream& out = pair.b;
+  std::vector<std::string> lines;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn(write_pieces(out, {"al", "pha\r\nbe", "ta\n\ngam", "ma"}));
+    BufferedReader r(in, 64);
+    while (auto line = co_await r.next_line(100)) lines.emplace_back(*line);
+  });
+  EXPECT_EQ(lines, (std::vector<std::string>{"alpha", "beta", "", "gamma"}));
+  EXPECT_EQ(record.read, "alpha\r\nbeta\n\ngamma") << "every byte came through the stream's read_some";
 }
 
 }  // namespace

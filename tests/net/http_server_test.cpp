@@ -444,4 +444,40 @@ SHOAL_TEST(HttpServer, AConnectionHeldAtTheCapIsCountedAndReported) {
   });
 }
 
+// Server::serve_connection takes any ByteStream; its reads, writes and
+// lingering close go through the stream's own calls.
+SHOAL_TEST(HttpServer, ServesAnyByteStreamThroughItsOwnCalls) {
+  auto listener = shoal::net::Listener::bind(Address::parse("127.0.0.1:0"));
+  http::Server server;
+  Echo echo;
+  shoal::test::StreamRecord kept, refused;
+  std::string replies, refusal;
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      for (shoal::test::StreamRecord* record : {&kept, &refused}) {
+        // Named: g++ 12 and class temporaries inside a co_await (docs/compilers.md).
+        shoal::test::RecordingStream conn(co_await listener.accept(), *record);
+        co_await server.serve_connection(std::move(conn), echo);
+      }
+    });
+    Stream c = co_await shoal::net::connect(listener.local_address());
+    co_await c.write_all(std::string_view("GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+                                          "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi"));
+    replies = co_await read_to_end(c);
+    // A refusal with the client's bytes still unread: the close lingers.
+    Stream bad = co_await shoal::net::connect(listener.local_address());
+    co_await bad.write_all(std::string_view("BROKEN\r\n\r\nmore bytes the server never reads"));
+    bad.shutdown();
+    refusal = co_await read_to_end(bad);
+  });
+  EXPECT_EQ(count(replies, "HTTP/1.1 200 OK"), 2) << replies;
+  EXPECT_NE(replies.find("GET /a "), std::string::npos) << replies;
+  EXPECT_NE(replies.find("POST /b hi"), std::string::npos) << replies;
+  EXPECT_EQ(kept.written, replies) << "every response byte went through the stream's write_all";
+  EXPECT_EQ(kept.read.substr(0, 3), "GET");
+  EXPECT_FALSE(kept.lingered) << "nothing was left unread";
+  EXPECT_TRUE(refusal.starts_with("HTTP/1.1 400")) << refusal;
+  EXPECT_TRUE(refused.lingered) << "unread input: the stream's linger_close";
+}
+
 }  // namespace

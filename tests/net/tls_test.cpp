@@ -272,6 +272,42 @@ SHOAL_TEST(Tls, APeerClosingWithoutCloseNotifyIsReportedAsTruncation) {
   });
 }
 
+// tls::Stream is a ByteStream: protocol code over bytes reads it as a socket.
+SHOAL_TEST(Tls, ABufferedReaderReadsLinesOverTls) {
+  auto l = Listener::bind(Address::parse("127.0.0.1:0"));
+  std::vector<std::string> lines;
+  co_await shoal::scope([&](shoal::Scope& sc) -> Task<void> {
+    sc.spawn(serve_once(l, server_context(certs().cert), "one\r\ntwo\n\nthree"));
+    tls::Stream c = co_await dial(l.local_address(), client_context(), "localhost");
+    shoal::net::BufferedReader in(c, 64);
+    while (auto line = co_await in.next_line(100)) lines.emplace_back(*line);
+  });
+  EXPECT_EQ(lines, (std::vector<std::string>{"one", "two", "", "three"}));
+}
+
+// A refusal while the client still sends: the reply and the close_notify
+// arrive, no reset destroys them.
+SHOAL_TEST(Tls, LingerCloseLetsAClientStillSendingReadTheLastReplyAndTheCloseNotify) {
+  auto l = Listener::bind(Address::parse("127.0.0.1:0"));
+  std::string got;
+  co_await shoal::scope([&](shoal::Scope& sc) -> Task<void> {
+    sc.spawn([&]() -> Task<void> {
+      tls::Stream s = co_await answer(l, server_context(certs().cert));
+      std::byte first[16];
+      (void)co_await s.read_some(first);  // the start of what the client sends: the rest stays unread
+      co_await s.write_all(std::string_view("refused\n"));
+      co_await s.linger_close(2s);
+      EXPECT_FALSE(s.is_open()) << "linger_close closes";
+    });
+    tls::Stream c = co_await dial(l.local_address(), client_context(), "localhost");
+    const std::string junk(256 * 1024, 'x');
+    co_await c.write_all(junk);  // far more than the server reads
+    got = co_await read_to_end(c);  // a reset would throw; a truncation would throw tls::Error
+    c.close();
+  });
+  EXPECT_EQ(got, "refused\n");
+}
+
 // ---- real peers ---------------------------------------------------------------
 
 struct Ran {

@@ -19,15 +19,13 @@
 
 #include "shoal/http/message.hpp"
 #include "shoal/http/stats.hpp"
+#include "shoal/net/byte_stream.hpp"
 #include "shoal/net/connections.hpp"
 #include "shoal/net/serve.hpp"
 #include "shoal/net/stream.hpp"
 #include "shoal/runtime/task.hpp"
 #include "shoal/scope/scope.hpp"
 
-namespace shoal::tls {
-class Stream;  // shoal/tls/tls.hpp; HTTPS needs shoal::tls (shoal/http/https.hpp)
-}
 
 /// An HTTP/1.1 server on shoal::net: the request parser, Request and
 /// Response, and serve() with keep-alive and graceful shutdown.
@@ -63,7 +61,14 @@ struct HandlerRef {
 };
 
 Task<void> serve_connection(Server& server, net::Stream conn, HandlerRef handler);
-Task<void> serve_connection(Server& server, tls::Stream conn, HandlerRef handler);  // in shoal::tls
+Task<void> serve_connection(Server& server, shoal::detail::ByteStreamRef conn, HandlerRef handler);
+
+/// Any other ByteStream: owned here, served through a reference.
+template <class S>
+Task<void> serve_owned(Server& server, S conn, HandlerRef handler) {
+  shoal::detail::ByteStreamRef ref(conn);  // named: g++ 12 and temporaries in co_await (docs/compilers.md)
+  co_await serve_connection(server, ref, handler);
+}
 
 }  // namespace detail
 
@@ -80,8 +85,8 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  /// Serves HTTP/1.1 on `conn` (a net::Stream, or a tls::Stream after its
-  /// handshake: link shoal::tls) until the client closes it, a limit or a
+  /// Serves HTTP/1.1 on `conn` (a net::Stream, a tls::Stream after its
+  /// handshake, or any other ByteStream) until the client closes it, a limit or a
   /// timeout ends it, or a shutdown does. `handler(const Request&,
   /// Response&)` returns void or Task<void>; it must outlive the call. A
   /// handler's exception is answered with 500 and `Connection: close`, then
@@ -91,10 +96,8 @@ class Server {
   /// Thread-safety: any task; many connections at once.
   /// Throws: Cancelled; the handler's exception; std::system_error from the
   ///   connection (a reset peer is ECONNRESET or EPIPE, which serve ignores).
-  template <class S, class H>
+  template <net::ByteStream S, class H>
   Task<void> serve_connection(S conn, H& handler) {
-    static_assert(std::is_same_v<S, net::Stream> || std::is_same_v<S, tls::Stream>,
-                  "shoal::http: a connection is a shoal::net::Stream or a shoal::tls::Stream");
     detail::HandlerRef ref{&handler, nullptr, nullptr};
     if constexpr (std::is_void_v<std::invoke_result_t<H&, const Request&, Response&>>) {
       ref.call = [](void* h, const Request& q, Response& r) { std::invoke(*static_cast<H*>(h), q, r); };
@@ -104,7 +107,11 @@ class Server {
                     "void or Task<void>");
       ref.call_async = [](void* h, const Request& q, Response& r) { return std::invoke(*static_cast<H*>(h), q, r); };
     }
-    return detail::serve_connection(*this, std::move(conn), ref);
+    if constexpr (std::is_same_v<S, net::Stream>) {
+      return detail::serve_connection(*this, std::move(conn), ref);
+    } else {
+      return detail::serve_owned(*this, std::move(conn), ref);
+    }
   }
 
   /// Starts a graceful shutdown: idle keep-alive connections close now, a

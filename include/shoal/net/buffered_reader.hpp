@@ -1,5 +1,6 @@
-// BufferedReader: delimited records, lines and exact sizes from a Stream
-// (a socket or a pipe), with memory bounded by the limit each call gives.
+// BufferedReader: delimited records, lines and exact sizes from a stream
+// (a socket, a pipe, TLS: any ByteStream), with memory bounded by the limit
+// each call gives.
 //
 //   shoal::net::BufferedReader in(conn);
 //   while (auto line = co_await in.next_line(8192)) handle(*line);   // a string_view, no copy
@@ -12,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "shoal/net/byte_stream.hpp"
 #include "shoal/net/stream.hpp"
 #include "shoal/runtime/task.hpp"
 
@@ -25,24 +27,26 @@ class LineTooLong : public std::runtime_error {
   explicit LineTooLong(const std::string& what) : std::runtime_error(what) {}
 };
 
-/// Reads a Stream through a buffer. Between calls it holds only the bytes
-/// it read ahead, and while it waits with nothing read ahead it holds no
-/// buffer at all (an idle connection stays small). The Stream must outlive
-/// it; do not read the Stream directly while it holds read-ahead bytes.
-/// Every call is a checkpoint (its reads are), has the Stream's read
-/// contract (idle limits, errors), and one task reads at a time.
+/// Reads a ByteStream (a net::Stream, a tls::Stream, ...) through a buffer.
+/// Between calls it holds only the bytes it read ahead, and while it waits
+/// with nothing read ahead it holds no buffer at all (an idle connection
+/// stays small). The stream must outlive it; do not read the stream
+/// directly while it holds read-ahead bytes. Every call is a checkpoint
+/// (its reads are), has the stream's read contract (idle limits, errors),
+/// and one task reads at a time.
 class BufferedReader {
  public:
   /// `chunk`: how much one read asks the stream for (at least 64).
-  explicit BufferedReader(Stream& stream, std::size_t chunk = 4096) noexcept
-      : stream_(&stream), chunk_(chunk < 64 ? 64 : chunk) {}
+  template <ByteStream S>
+  explicit BufferedReader(S& stream, std::size_t chunk = 4096) noexcept
+      : in_(stream), chunk_(chunk < 64 ? 64 : chunk) {}
   BufferedReader(const BufferedReader&) = delete;
   BufferedReader& operator=(const BufferedReader&) = delete;
 
   /// The bytes up to and including the next `delim`; at the end of the
   /// stream, the bytes left without one; nullopt when nothing is left.
   /// Cancellation: the bytes read so far stay buffered for the next call.
-  /// Throws: LineTooLong (no `delim` within `limit` bytes); as Stream::read_some.
+  /// Throws: LineTooLong (no `delim` within `limit` bytes); as the stream's read_some.
   Task<std::optional<std::string>> read_until(char delim, std::size_t limit);
 
   /// The next line without its "\n" (or "\r\n"); at the end of the stream
@@ -57,11 +61,11 @@ class BufferedReader {
 
   /// Up to `buf.size()` bytes: read-ahead bytes first, else one read of the
   /// stream. 0 at the end of the stream (or for an empty `buf`).
-  /// Cancellation: nothing was taken. Throws: as Stream::read_some.
+  /// Cancellation: nothing was taken. Throws: as the stream's read_some.
   Task<std::size_t> read_some(std::span<std::byte> buf);
 
   /// Fills `buf`. Throws EndOfStream if the stream ends first (the bytes
-  /// that came are consumed); as Stream::read_some.
+  /// that came are consumed); as the stream's read_some.
   Task<void> read_exact(std::span<std::byte> buf);
 
   /// The bytes read ahead and not yet taken.
@@ -77,7 +81,7 @@ class BufferedReader {
   Task<bool> fill();
   std::string_view take(std::size_t n) noexcept;
 
-  Stream* stream_;
+  shoal::detail::ByteStreamRef in_;  // a net::Stream is read directly (target)
   std::size_t chunk_;
   std::string buf_;
   std::size_t start_ = 0;    // consumed prefix of buf_

@@ -13,6 +13,7 @@
 #include "shoal/detail/io_op.hpp"
 #include "shoal/detail/io_slot.hpp"
 #include "shoal/net/address.hpp"
+#include "shoal/net/byte_stream.hpp"
 #include "shoal/runtime/task.hpp"
 
 namespace shoal::detail {
@@ -222,6 +223,8 @@ class Stream {
   detail::IoSlot src_;  // registered at the first operation
   std::chrono::milliseconds idle_timeout_{0};
 };
+
+static_assert(ByteStream<Stream>);
 
 /// Socket options for Listener::bind.
 struct ListenOptions {

@@ -161,6 +161,23 @@ class Stream {
   /// writing side; it does not wait for the peer's close_notify.
   /// Checkpoint: yes. Throws: Cancelled; Error; std::system_error.
   Task<void> shutdown();
+  /// Ends the conversation without destroying what we sent, as
+  /// net::Stream::linger_close: close_notify, then reads and drops what
+  /// the peer still sends until it closes, at most `limit` and 1 MiB, then
+  /// closes. Checkpoint: yes. Cancellation: closed all the same.
+  /// Throws: Cancelled; nothing else.
+  Task<void> linger_close(std::chrono::milliseconds limit = std::chrono::seconds(2));
+  /// Drops the connection and closes the socket now, sending no
+  /// close_notify (the peer's read then fails: a truncation). Idempotent.
+  void close() noexcept;
+
+  /// The socket's idle limit (net::Stream::set_idle_timeout): it applies to
+  /// every wait of a read, a write or the handshake's.
+  void set_idle_timeout(std::chrono::milliseconds t) noexcept { sock_.set_idle_timeout(t); }
+  /// The idle limit (zero: none).
+  std::chrono::milliseconds idle_timeout() const noexcept { return sock_.idle_timeout(); }
+  /// The socket's descriptor, or -1.
+  int native_handle() const noexcept { return sock_.native_handle(); }
 
   /// The protocol ALPN chose, or empty.
   std::string alpn() const;
@@ -187,6 +204,8 @@ class Stream {
   net::Stream sock_;
   std::unique_ptr<detail::Conn> conn_;
 };
+
+static_assert(net::ByteStream<Stream>);
 
 /// Performs a client handshake on `sock` for `host`: SNI and, with
 /// verification on, the certificate checked against `host` (a name or an

@@ -1,0 +1,34 @@
+// What a lingering close does after ending our sending side, for any
+// ByteStream (net::Stream::linger_close, tls::Stream::linger_close).
+// Internal.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <exception>
+
+#include "shoal/net/byte_stream.hpp"
+
+namespace shoal::detail {
+
+/// Reads and drops what the peer still sends until it ends the stream, goes
+/// silent for `limit`, fails (a reset, a truncated TLS close), `limit`
+/// passes or 1 MiB came. Throws only Cancelled.
+template <net::ByteStream S>
+Task<void> drain_input(S& s, std::chrono::milliseconds limit) {
+  s.set_idle_timeout(limit);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::byte sink[4096];
+  for (std::size_t total = 0; total < (std::size_t{1} << 20);) {
+    std::size_t n = 0;
+    try {
+      n = co_await s.read_some(sink);
+    } catch (const std::exception&) {
+      co_return;  // reset, silent for `limit`, or a close the peer did not announce: the peer is done
+    }
+    if (n == 0 || std::chrono::steady_clock::now() >= deadline) co_return;
+    total += n;
+  }
+}
+
+}  // namespace shoal::detail
