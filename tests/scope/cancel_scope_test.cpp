@@ -83,6 +83,46 @@ TEST(CancelScopeSimulated, TheDeadlineCanBeMovedLaterAndEarlierWhileItRuns) {
   }(), shoal::RuntimeOptions::simulated(1));
 }
 
+// A shield with a deadline of its own (async cleanup with a time limit):
+// the outside's cancellation does not reach it, its own deadline does.
+SHOAL_SIMULATED_TEST(CancelScopeSimulated, AShieldsOwnDeadlineCutsItOffAndIsCaught) {
+  shoal::CancelScope cs(shoal::CancelScope::kShield, shoal::now() + 30ms);
+  const auto t0 = shoal::now();
+  auto r = co_await cs.run(sleep_then(1h, 1));
+  EXPECT_FALSE(r.has_value());
+  EXPECT_EQ(shoal::now() - t0, 30ms);
+  EXPECT_TRUE(cs.cancelled_caught());
+}
+
+SHOAL_SIMULATED_TEST(CancelScopeSimulated, AShieldKeepsTheOutsidesCancellationOutUntilItEnds) {
+  shoal::CancelScope cs(shoal::CancelScope::kShield, shoal::now() + 30ms);
+  const auto t0 = shoal::now();
+  std::chrono::nanoseconds cut_at{-1};
+  bool rethrown = false;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      try {
+        (void)co_await cs.run([&]() -> Task<void> {
+          try {
+            co_await shoal::sleep_for(1h);
+          } catch (const shoal::Cancelled&) {
+            cut_at = shoal::now() - t0;
+            throw;
+          }
+        }());
+      } catch (const shoal::Cancelled&) {
+        rethrown = true;  // the outside is cancelled: not absorbed, passed on
+        throw;
+      }
+    });
+    co_await shoal::sleep_for(5ms);
+    s.cancel();
+  });
+  EXPECT_EQ(cut_at, 30ms) << "cut off by the outside's cancel (5 ms), not its own deadline";
+  EXPECT_TRUE(rethrown);
+  EXPECT_FALSE(cs.cancelled_caught());
+}
+
 SHOAL_TEST(CancelScopeTest, ASecondRunIsAnError) {
   shoal::CancelScope cs;
   (void)co_await cs.run(sleep_then(0ms, 1));

@@ -28,7 +28,9 @@ namespace shoal {
 /// A cancel scope that code holds. `run(task)` runs a task inside it, once;
 /// `cancel()` and the deadline cancel what runs inside (and everything it
 /// spawned), and `run` then returns empty instead of throwing. An enclosing
-/// cancellation is never absorbed: it goes on upward as Cancelled.
+/// cancellation is never absorbed: it goes on upward as Cancelled. The one
+/// cancel scope: with_timeout, move_on_after and shielded each run a task
+/// in one made for the call.
 /// Thread-safety: cancel, set_deadline and the queries from any task or
 /// thread, before, during and after run. Not movable (tasks may hold it).
 class CancelScope {
@@ -37,6 +39,17 @@ class CancelScope {
   CancelScope() noexcept = default;
   /// Cancels itself at `deadline` (the runtime's clock, shoal::now()).
   explicit CancelScope(Clock::time_point deadline) noexcept : deadline_(deadline) {}
+  /// Selects a shield (Trio's `shield=True`).
+  struct Shield {
+    explicit Shield() = default;
+  };
+  /// A shield: cancellation from outside does not reach what runs inside
+  /// (run does not check it first either; it is seen again at the first
+  /// checkpoint after run returns). Its own cancel() and `deadline` still
+  /// cut the task off: async cleanup with a time limit.
+  static constexpr Shield kShield{};
+  explicit CancelScope(Shield, Clock::time_point deadline = Clock::time_point::max()) noexcept
+      : deadline_(deadline), shield_(true) {}
   CancelScope(const CancelScope&) = delete;
   CancelScope& operator=(const CancelScope&) = delete;
   ~CancelScope() = default;
@@ -61,8 +74,8 @@ class CancelScope {
   /// Runs `task` inside the scope. Returns its value, or empty when this
   /// scope's cancellation cut it off (for a Task<void>: true if it
   /// completed). A scope runs once.
-  /// Checkpoint: yes: in a cancelled context it throws Cancelled and `task`
-  ///   never starts. No budget yield of its own.
+  /// Checkpoint: yes (a shield: no): in a cancelled context it throws
+  ///   Cancelled and `task` never starts. No budget yield of its own.
   /// Cancellation: `task` has unwound. An enclosing cancellation goes on as
   ///   Cancelled (even if this scope was cancelled too). A value produced
   ///   before this scope's cancellation is returned.
@@ -92,14 +105,16 @@ class CancelScope {
   bool cancel_called_ = false;
   bool caught_ = false;
   bool used_ = false;
+  const bool shield_ = false;
 };
 
 template <class T>
 auto CancelScope::run(Task<T> task) -> Task<std::conditional_t<std::is_void_v<T>, bool, std::optional<T>>> {
   detail::TaskRecord* f = co_await detail::CurrentRecord{};
   if (f == nullptr) throw std::logic_error("shoal::CancelScope::run: awaited outside a shoal task");
-  if (f->cancelled()) detail::raise_cancelled();
+  if (!shield_ && f->cancelled()) detail::raise_cancelled();
   detail::CancelNode node;
+  node.shielded = shield_;
   node.enter(f);
   try {
     enter(&node, f->sched);

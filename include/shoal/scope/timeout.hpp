@@ -1,5 +1,6 @@
-// Deadlines and shields: cancel scopes around one task. A deadline cancels
-// the task it wraps and waits for it to unwind; it never abandons work.
+// Deadlines and shields: cancel scopes around one task, each a CancelScope
+// made and run for the call. A deadline cancels the task it wraps and waits
+// for it to unwind; it never abandons work.
 #pragma once
 
 #include <chrono>
@@ -10,10 +11,9 @@
 #include <string>
 #include <type_traits>
 
-#include "shoal/detail/task_record.hpp"
-#include "shoal/detail/timer.hpp"
 #include "shoal/runtime/errors.hpp"
 #include "shoal/runtime/task.hpp"
+#include "shoal/scope/cancel_scope.hpp"
 #include "shoal/scope/scope.hpp"
 #include "shoal/time/sleep.hpp"
 
@@ -26,96 +26,6 @@ class TimedOut : public std::runtime_error {
   explicit TimedOut(std::chrono::nanoseconds after)
       : std::runtime_error("shoal: deadline of " + std::to_string(after.count() / 1'000'000) + " ms exceeded") {}
 };
-
-namespace detail {
-
-/// A cancel node that the task enters for the duration of one task, with
-/// an optional timer that cancels it. Lives in the awaiting frame.
-class CancelFrame {
- public:
-  CancelFrame(TaskRecord* f, bool shielded) noexcept : f_(f) {
-    node_.shielded = shielded;
-    node_.enter(f);
-  }
-  CancelFrame(const CancelFrame&) = delete;
-  CancelFrame& operator=(const CancelFrame&) = delete;
-
-  /// Arms the deadline; one that already passed cancels at once.
-  void arm(Clock::time_point deadline) noexcept {
-    entry_.owner = this;
-    entry_.fire = &CancelFrame::on_fire;
-    entry_.deadline = to_ns(deadline);
-    if (deadline <= clock_now()) {
-      fire_now();
-      return;
-    }
-    timer_bind(node_.sched, &entry_);
-    (void)timer_insert(node_.sched, &entry_);  // no cancel check: a cancelled scope fires it harmlessly
-    armed_ = true;
-  }
-
-  /// Disarms the timer (waiting out a firing in progress) and leaves the node.
-  void leave() noexcept {
-    if (armed_) timer_cancel_and_wait(node_.sched, &entry_);
-    node_.leave(f_);
-  }
-
-  bool fired() const noexcept { return fired_.load(std::memory_order_acquire); }
-  bool outer_cancelled() const noexcept {
-    return node_.parent != nullptr && node_.parent->cancelled.load(std::memory_order_acquire);
-  }
-
- private:
-  struct Entry : TimerEntry {
-    CancelFrame* owner = nullptr;
-  };
-  static void on_fire(TimerEntry* e) noexcept {
-    static_cast<Entry*>(e)->owner->fire_now();
-    e->state.store(TimerEntry::done, std::memory_order_release);
-  }
-  void fire_now() noexcept {
-    fired_.store(true, std::memory_order_release);
-    node_.cancel(true);
-  }
-
-  TaskRecord* f_;
-  CancelNode node_;
-  Entry entry_;
-  bool armed_ = false;
-  shim::atomic<bool> fired_{false};
-};
-
-// Runs `task` inside a CancelFrame. Returns the value (engaged) or, when the
-// deadline cut it off and no outer cancellation is pending, nothing. Every
-// other exception passes through unchanged.
-template <class T>
-Task<std::optional<Stored<T>>> run_with_deadline(Clock::time_point deadline, Task<T> task) {
-  TaskRecord* f = co_await CurrentRecord{};
-  if (f == nullptr) throw std::logic_error("shoal: a deadline awaited outside a shoal task");
-  if (f->cancelled()) detail::raise_cancelled();
-  CancelFrame frame(f, false);
-  try {
-    frame.arm(deadline);
-  } catch (...) {
-    frame.leave();
-    throw;
-  }
-  Outcome<T> out;
-  try {
-    out = co_await TaskAccess::capture(task);  // a fault comes back as a value: no rethrow and catch
-  } catch (...) {
-    out.error = std::current_exception();  // only a throwing move of the value, or a misused Task
-  }
-  frame.leave();
-  if (out.error) {
-    // Our own deadline's Cancelled, and nobody further out wants one.
-    if (frame.fired() && !frame.outer_cancelled() && is_cancelled_exception(out.error)) co_return std::nullopt;
-    std::rethrow_exception(out.error);
-  }
-  co_return std::move(out.value);  // completion beats a late deadline
-}
-
-}  // namespace detail
 
 /// Runs `task`; if it has not finished `d` after this call is awaited, it is
 /// cancelled, awaited until it has unwound, and TimedOut is thrown. A cancel
@@ -133,8 +43,8 @@ Task<std::optional<Stored<T>>> run_with_deadline(Clock::time_point deadline, Tas
 ///   grow (`task` not started); std::logic_error outside a shoal task.
 template <class T, class Rep, class Period>
 Task<T> with_timeout(std::chrono::duration<Rep, Period> d, Task<T> task) {
-  const auto until = detail::clock_now() + std::chrono::duration_cast<Clock::duration>(d);
-  auto r = co_await detail::run_with_deadline(until, std::move(task));
+  CancelScope scope(detail::clock_now() + std::chrono::duration_cast<Clock::duration>(d));
+  auto r = co_await scope.run(std::move(task));
   if (!r) throw TimedOut(std::chrono::duration_cast<std::chrono::nanoseconds>(d));
   if constexpr (!std::is_void_v<T>) co_return std::move(*r);
 }
@@ -146,13 +56,8 @@ Task<T> with_timeout(std::chrono::duration<Rep, Period> d, Task<T> task) {
 template <class T, class Rep, class Period>
 auto move_on_after(std::chrono::duration<Rep, Period> d, Task<T> task)
     -> Task<std::conditional_t<std::is_void_v<T>, bool, std::optional<T>>> {
-  const auto until = detail::clock_now() + std::chrono::duration_cast<Clock::duration>(d);
-  auto r = co_await detail::run_with_deadline(until, std::move(task));
-  if constexpr (std::is_void_v<T>) {
-    co_return r.has_value();
-  } else {
-    co_return std::move(r);
-  }
+  CancelScope scope(detail::clock_now() + std::chrono::duration_cast<Clock::duration>(d));
+  co_return co_await scope.run(std::move(task));
 }
 
 /// The same three for a Task-like awaitable (e.g. `with_lock(m, body)`).
@@ -181,14 +86,9 @@ auto shielded(A call) {
 /// Throws: what `task` throws; std::logic_error outside a shoal task.
 template <class T>
 Task<T> shielded(Task<T> task) {
-  detail::TaskRecord* f = co_await detail::CurrentRecord{};
-  if (f == nullptr) throw std::logic_error("shoal::shielded: awaited outside a shoal task");
-  detail::CancelFrame frame(f, true);
-  struct Leave {
-    detail::CancelFrame& fr;
-    ~Leave() { fr.leave(); }
-  } leave{frame};
-  co_return co_await std::move(task);
+  CancelScope scope(CancelScope::kShield);
+  auto r = co_await scope.run(std::move(task));  // a shield is never cancelled: r holds the value
+  if constexpr (!std::is_void_v<T>) co_return std::move(*r);
 }
 
 /// Runs `task`, then `cleanup` shielded whatever the outcome, then returns
