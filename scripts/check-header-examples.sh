@@ -23,7 +23,8 @@ python3 - "$work" <<'PY'
 import pathlib, sys
 
 # header (under include/) -> what its examples take as given: "include", an
-# extra header; "decls", placeholders at namespace scope; "params", example_N's.
+# extra header; "decls", placeholders at namespace scope; "params", example_N's;
+# "toplevel", examples that are declarations themselves (a test's macros).
 CONTEXT = {
     "shoal/channel/broadcast.hpp": {
         "decls": "void warn(std::uint64_t missed);\nvoid deliver(const std::string& message);"},
@@ -38,6 +39,7 @@ CONTEXT = {
         "params": "shoal::net::Listener& listener, shoal::net::ServeOptions serve_options"},
     "shoal/http/server.hpp": {"params": "shoal::net::Listener& listener, shoal::net::ServeOptions serve_options"},
     "shoal/http/stats.hpp": {"include": "shoal/http.hpp"},
+    "shoal/testing/gtest.hpp": {"toplevel": True},
     "shoal/net/byte_stream.hpp": {"params": "shoal::net::Stream& conn"},
     "shoal/net/buffered_reader.hpp": {"decls": "void handle(std::string_view line);", "params": "shoal::net::Stream& conn"},
     "shoal/scope/cancel_scope.hpp": {
@@ -82,6 +84,9 @@ for path in sorted(root.rglob("*.hpp")):
           # A namespace of its own: placeholders such as index() must not meet ::index.
           "namespace header_example {", decls]
     for n, run in enumerate(runs, 1):
+        if context.get("toplevel"):
+            tu += [f"{code}  // {path.as_posix()}:{number}" for number, code in run]
+            continue
         tu.append("shoal::Task<void> example_%d(%s) {" % (n, params))
         for number, code in run:
             tu.append(f"{code}  // {path.as_posix()}:{number}")

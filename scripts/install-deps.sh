@@ -13,7 +13,7 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 # OpenSSL for shoal::tls, and its command line for the TLS tests' certificates and peers.
 [ -f /usr/include/openssl/ssl.h ] || need+=(libssl-dev)
 command -v openssl >/dev/null || need+=(openssl)
-# Real HTTP clients that drive shoal::http in tests/net/http_clients_test.cpp.
+# Real HTTP clients that drive shoal::http in tests/http/http_clients_test.cpp.
 command -v curl >/dev/null || need+=(curl)
 command -v ab >/dev/null || need+=(apache2-utils)
 command -v python3 >/dev/null || need+=(python3)

@@ -17,7 +17,10 @@
 #include <thread>
 #include <vector>
 
+#include "shoal/testing/checkpoints.hpp"
+#include "shoal/testing/stream_pair.hpp"
 #include "support/manual_event.hpp"
+#include "support/stream_io.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -129,18 +132,58 @@ TEST(CheckpointContract, EveryAwaitableThrowsInACancelledScopeWithoutSideEffects
   ASSERT_EQ(holding.try_send(7), shoal::SendStatus::sent);
   bool blocking_ran = false, child_ran = false;
   for (auto& row : rows(roomy, full, holding, blocking_ran, child_ran)) {
-    bool threw = false;
-    shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
-      s.cancel();
-      try {
-        co_await row.op(s);
-      } catch (const shoal::Cancelled&) {
-        threw = true;
-      }
-    }));
-    EXPECT_TRUE(threw) << row.name << ": not a cancel point";
-    EXPECT_TRUE(row.no_side_effect()) << row.name << ": had a side effect when cancelled";
+    try {
+      shoal::testing::assert_checkpoints(row.name, row.op, row.no_side_effect);
+    } catch (const shoal::testing::CheckpointViolation& e) {
+      ADD_FAILURE() << e.what();
+    }
   }
+}
+
+// The public checks themselves fail where they should, naming the call.
+TEST(CheckpointChecks, ACallThatIsNoCheckpointHasASideEffectOrNeverYieldsIsNamed) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "checkpoint checks");
+  auto plain = []() -> Task<void> { co_return; };  // checks nothing, yields never
+  try {
+    shoal::testing::assert_checkpoints("plain", plain);
+    ADD_FAILURE() << "a call that checks nothing passed";
+  } catch (const shoal::testing::CheckpointViolation& e) {
+    EXPECT_EQ(std::string(e.what()), "plain: completed in a cancelled scope: not a checkpoint");
+  }
+  int sent = 0;
+  auto sends_first = [&]() -> Task<void> {
+    ++sent;  // a side effect before the checkpoint
+    co_await shoal::checkpoint();
+  };
+  try {
+    shoal::testing::assert_checkpoints("sends first", sends_first, [&] { return sent == 0; });
+    ADD_FAILURE() << "a side effect passed";
+  } catch (const shoal::testing::CheckpointViolation& e) {
+    EXPECT_EQ(std::string(e.what()), "sends first: had a side effect when cancelled");
+  }
+  try {
+    shoal::testing::assert_yields_per_budget("plain", plain);
+    ADD_FAILURE() << "a call that never yields passed";
+  } catch (const shoal::testing::CheckpointViolation& e) {
+    EXPECT_EQ(std::string(e.what()), "plain: starved its sibling (0 turns in 1000 calls)");
+  }
+  shoal::testing::assert_checkpoints("checkpoint", [] { return shoal::checkpoint(); });
+  shoal::testing::assert_yields_per_budget("checkpoint", [] { return shoal::checkpoint(); });
+}
+
+// A connected pair: each end reads what the other wrote; a close ends the
+// other's reads.
+TEST(CheckpointChecks, AStreamPairIsConnectedBothWays) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "stream pair");
+  shoal::run([]() -> Task<void> {
+    shoal::testing::StreamPair pair = shoal::testing::stream_pair();
+    co_await pair.first.write_all(std::string_view("ping"));
+    co_await pair.second.write_all(std::string_view("pong"));
+    pair.first.shutdown();
+    EXPECT_EQ(co_await shoal::test::read_to_end(pair.second), "ping");
+    pair.second.close();
+    EXPECT_EQ(co_await shoal::test::read_to_end(pair.first), "pong");
+  }());
 }
 
 // The sync library's calls are checkpoints too: in a cancelled scope each
@@ -274,26 +317,11 @@ TEST(CheckpointContract, SyncCallsThatWouldWaitThrowInACancelledScopeWithoutQueu
 constexpr int kBudgetOps = 1000;
 void expect_yields_per_budget(const std::vector<std::pair<std::string, std::function<Task<void>()>>>& ops) {
   for (const auto& entry : ops) {  // not a structured binding: clang 14 cannot capture one
-    const std::string& name = entry.first;
-    const auto& op = entry.second;
-    long sibling_runs = 0, during = -1;
-    bool done = false;
-    shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
-                 s.spawn([&]() -> Task<void> {
-                   while (!done) {
-                     ++sibling_runs;
-                     co_await shoal::checkpoint();
-                   }
-                 });
-                 co_await shoal::checkpoint();  // the sibling is running
-                 const long before = sibling_runs;
-                 for (int i = 0; i < kBudgetOps; ++i) co_await op();
-                 during = sibling_runs - before;
-                 done = true;
-               }),
-               shoal::RuntimeOptions::with_workers(1));
-    EXPECT_GE(during, kBudgetOps / 128 - 1)
-        << name << ": starved its sibling (" << during << " sibling runs in " << kBudgetOps << " calls)";
+    try {
+      shoal::testing::assert_yields_per_budget(entry.first, entry.second, kBudgetOps);
+    } catch (const shoal::testing::CheckpointViolation& e) {
+      ADD_FAILURE() << e.what();
+    }
   }
 }
 
