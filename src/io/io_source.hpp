@@ -48,9 +48,9 @@ struct IoSource {
   IoSource* next_release = nullptr;
 };
 
-/// An idle limit's timer on one wait (IoOp): fired, it expires the wait.
-struct IoIdleEntry : TimerEntry {
-  IoWaiter* waiter = nullptr;
+/// An idle limit's timer on one wait (IoOp), owned by the wait's waiter:
+/// fired, it expires the wait.
+struct IoIdleEntry : OwnedTimer<IoWaiter> {
   Scheduler* sched = nullptr;
 };
 /// The entry's `fire`: marks the waiter expired and wakes it if still queued.

@@ -207,7 +207,7 @@ bool IoOp::wait(TaskRecord* f) noexcept {
         end_ = End::no_memory;
         return false;
       }
-      idle_->waiter = &w_;
+      idle_->owner = &w_;
       idle_->fire = &io_idle_fire;
       idle_->sched = f->sched;
       timer_bind(f->sched, idle_);
@@ -240,7 +240,7 @@ void IoOp::on_wake(void* frame) noexcept {
 }
 
 void io_idle_fire(TimerEntry* e) noexcept {
-  IoWaiter& w = *static_cast<IoIdleEntry*>(e)->waiter;
+  IoWaiter& w = IoIdleEntry::owner_of(e);
   {
     WaitSection sec(w.src->lock);
     w.expired = true;

@@ -53,7 +53,7 @@ void CancelScope::cancel_locked() noexcept {
 }
 
 void CancelScope::on_fire(detail::TimerEntry* e) noexcept {
-  CancelScope& cs = *static_cast<Entry*>(e)->owner;
+  CancelScope& cs = detail::OwnedTimer<CancelScope>::owner_of(e);
   cs.lock_.lock();
   if (cs.node_ != nullptr && !cs.cancel_called_) cs.cancel_locked();
   cs.lock_.unlock();

@@ -12,7 +12,7 @@ void SleepAwaiter::throw_outside_task() {
 }
 
 void SleepAwaiter::on_fire(TimerEntry* e) noexcept {
-  SleepAwaiter* self = static_cast<Entry*>(e)->owner;
+  SleepAwaiter* self = &OwnedTimer<SleepAwaiter>::owner_of(e);
   TaskRecord* f = self->f_;
   disarm_wait(f, self);
   schedule(f);  // self may be gone from here on

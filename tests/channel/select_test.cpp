@@ -9,7 +9,9 @@
 #include <variant>
 #include <vector>
 
+#include "shoal/channel/broadcast.hpp"
 #include "shoal/channel/select.hpp"
+#include "shoal/channel/watch.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -255,6 +257,79 @@ SHOAL_TEST(SelectTest, EventAndNotifyCasesComplete) {
   // The event stays set; the permit was taken by the first select.
   auto r3 = co_await shoal::select(shoal::on_notify(n), shoal::on_event(ev));
   EXPECT_EQ(r3.index(), 1u);
+}
+
+// A broadcast receiver and a watch are cases: "a message for the room, or
+// the shutdown, whichever first" in one select. The losing case takes
+// nothing: the receiver's position and the watch's seen version stay.
+SHOAL_TEST(SelectTest, ABroadcastReceiverAndAWatchAreCasesAndTakeNothingWhenTheyLose) {
+  shoal::Broadcast<std::string> room(8);
+  shoal::Watch<int> phase(0);
+  shoal::Event shutdown;
+  auto rx = room.subscribe();
+  auto phases = phase.subscribe();
+  // Waiting: a later broadcast completes it.
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      auto r = co_await shoal::select(shoal::on_recv(rx), shoal::on_changed(phases), shoal::on_event(shutdown));
+      SHOAL_CO_ASSERT(r.index() == 0u);
+      auto& got = std::get<0>(r);
+      EXPECT_TRUE(got.has_value() && *got == "hello");
+    });
+    co_await shoal::sleep_for(1ms);  // whether it waits or not, the outcome is the same
+    room.send("hello");
+  });
+  // Ready at once: the watch changed; the broadcast has nothing new.
+  (void)phase.send(1);
+  auto r = co_await shoal::select(shoal::on_recv(rx), shoal::on_changed(phases), shoal::on_event(shutdown));
+  EXPECT_EQ(r.index(), 1u);
+  EXPECT_TRUE(std::get<1>(r)) << "a change, marked seen";
+  EXPECT_FALSE(phases.has_changed());
+  // The shutdown wins; the broadcast sent meanwhile is still there for rx.
+  room.send("kept");
+  shutdown.set();
+  (void)phase.send(2);
+  for (int i = 0; i < 20; ++i) {  // whichever ready case wins, the others keep theirs
+    auto w = co_await shoal::select(shoal::on_event(shutdown));
+    EXPECT_EQ(w.index(), 0u);
+  }
+  auto next = rx.try_recv();
+  SHOAL_CO_ASSERT(next.has_value() && next->has_value());
+  EXPECT_EQ(**next, "kept");
+  EXPECT_TRUE(phases.has_changed()) << "the watch's change is still unseen";
+  // Closed: the broadcast case gives the end, the watch case false.
+  room.close();
+  auto end = co_await shoal::select(shoal::on_recv(rx));
+  EXPECT_TRUE(std::get<0>(end).closed());
+  phase.close();
+  EXPECT_TRUE(co_await phases.changed());  // version 2, unseen
+  auto closed = co_await shoal::select(shoal::on_changed(phases));
+  EXPECT_FALSE(std::get<0>(closed));
+}
+
+// A select that finished another way leaves its dead case linked until it
+// unlinks it; a broadcast meeting it first drops it and wakes nobody twice.
+SHOAL_TEST(SelectTest, ABroadcastToASelectThatEndedAnotherWayWakesNobodyTwice) {
+  shoal::Broadcast<int> feed(4);
+  for (int round = 0; round < 200; ++round) {
+    auto rx = feed.subscribe();
+    shoal::Notify n;
+    co_await shoal::scope([&](Scope& s) -> Task<void> {
+      s.spawn([&]() -> Task<void> {
+        auto r = co_await shoal::select(shoal::on_recv(rx), shoal::on_notify(n));
+        (void)r;
+      });
+      s.spawn([&]() -> Task<void> {
+        n.notify_one();
+        co_return;
+      });
+      s.spawn([&]() -> Task<void> {
+        (void)feed.send(round);
+        co_return;
+      });
+      co_return;
+    });
+  }
 }
 
 SHOAL_TEST(SelectTest, InACancelledScopeItThrowsWithoutTakingAnything) {

@@ -105,7 +105,7 @@ class Broadcast {
     if (closed_ || receivers_ == 0) return 0;
     ring_[tail_ % ring_.size()] = std::move(v);
     ++tail_;
-    while (detail::Waiter* w = waiters_.pop_front()) sec.wake(w);
+    detail::wake_all(waiters_, sec);
     return receivers_;
   }
 
@@ -114,7 +114,7 @@ class Broadcast {
   void close() noexcept {
     detail::WaitSection sec(lock_);
     closed_ = true;
-    while (detail::Waiter* w = waiters_.pop_front()) sec.wake(w);
+    detail::wake_all(waiters_, sec);
   }
 
   /// How many receivers are subscribed right now (a snapshot).
@@ -181,6 +181,8 @@ class Broadcast<T>::Receiver {
   Receiver(const Receiver&) = delete;
   Receiver& operator=(const Receiver&) = delete;
   ~Receiver() { leave(); }
+
+  using value_type = T;  ///< what the broadcast carries
 
   /// What recv() returns: `co_await` it for a BroadcastResult.
   class Awaiter final : public detail::LevelWaiter<Awaiter> {
@@ -253,6 +255,36 @@ class Broadcast<T>::Receiver {
   }
   Broadcast* b_;
   std::uint64_t next_;
+
+ public:
+  /// on_recv's source (detail::LevelCase).
+  struct CaseSource {
+    using outcome_type = BroadcastResult<T>;
+    static CaseSource of(Receiver& rx) {
+      if (rx.b_ == nullptr) throw std::logic_error("shoal::on_recv: the broadcast receiver is moved from");
+      return CaseSource{&rx};
+    }
+    Receiver* r;
+    detail::SpinLock& lock() const noexcept { return r->b_->lock_; }
+    detail::WaitList& waiters() const noexcept { return r->b_->waiters_; }
+    bool ready_locked() const noexcept { return r->next_ != r->b_->tail_ || r->b_->closed_; }
+    BroadcastResult<T> take() {
+      detail::WaitSection sec(r->b_->lock_);
+      BroadcastResult<T> out;
+      (void)r->b_->take_locked(r->next_, out);  // something is there: the position only moves forward
+      return out;
+    }
+  };
 };
+
+/// A select case (channel/select.hpp): `rx`'s next result from its
+/// Broadcast, as recv() gives it (a value, the lag, or the end). Nothing is
+/// taken unless this case wins.
+/// Throws: std::logic_error for a moved-from receiver.
+template <class R>
+  requires std::is_same_v<R, typename Broadcast<typename R::value_type>::Receiver>
+detail::LevelCase<typename R::CaseSource> on_recv(R& rx) {
+  return detail::LevelCase<typename R::CaseSource>(R::CaseSource::of(rx));
+}
 
 }  // namespace shoal

@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <variant>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -586,5 +587,134 @@ class Channel {
   detail::WaitList receivers_;
   mutable detail::SpinLock lock_;
 };
+
+namespace detail {
+
+/// A receive or send case on a Channel<T>. Its waiter is one of the
+/// channel's own (Channel<T>::Waiter), so every waker path of the channel
+/// meets it as it meets any other waiter.
+template <class T>
+class ChannelCase : public Channel<T>::Waiter {
+  using Base = typename Channel<T>::Waiter;
+  static constexpr int kDone = Channel<T>::kDone, kClosed = Channel<T>::kClosed,
+                       kWouldBlock = Channel<T>::kWouldBlock;
+
+ public:
+  static_assert(std::is_nothrow_move_constructible_v<T>,
+                "shoal::select: a channel case needs a T whose move cannot throw (a value claimed for a select "
+                "must not be lost to a throwing move)");
+
+  /// A receive case.
+  explicit ChannelCase(Channel<T>& ch) noexcept : Base(&ch, &slot_) {}
+  /// A send case of `*value` (moved from only if this case completes).
+  ChannelCase(Channel<T>& ch, T* value) noexcept : Base(&ch, value) {}
+  ChannelCase(ChannelCase&& o) noexcept : Base(o.ch, o.sender, o.sender ? o.data : &slot_) {}
+
+  SpinLock* lock() noexcept { return &this->ch->lock_; }
+
+  // A buffered channel's ring moves without the lock: try it first, so a
+  // select whose value is there takes no lock at all.
+  int poll_fast() noexcept {
+    Channel<T>& c = *this->ch;
+    if (!c.ring_) return -1;
+    if (!completed(this->sender ? c.ring_->try_push(*value_ptr()) : c.ring_->try_pop(slot_), true)) return 0;
+    after_unlock();
+    return 1;
+  }
+  // Polling never links, so a select can never meet its own case as the
+  // other side of an operation.
+  bool poll_locked(WakeList& sec) noexcept {
+    Channel<T>& c = *this->ch;
+    int r;
+    if (c.ring_) {
+      r = this->sender ? c.ring_->try_push(*value_ptr()) : c.ring_->try_pop(slot_);
+    } else {
+      r = this->sender ? c.try_send_locked(*value_ptr(), sec) : c.try_recv_locked(slot_, sec);
+    }
+    return completed(r, c.ring_ != nullptr);
+  }
+  bool link_locked(WakeList& sec, SelectClaim& claim, std::uint32_t index, TaskRecord* f) noexcept {
+    Channel<T>& c = *this->ch;
+    // The ring moves without the lock: announce, then try once more, so a
+    // completer that misses the try sees the count (the channel's own wait
+    // protocol). Under the lock nothing else can change.
+    if (c.ring_ && completed(c.retry_locked(this->sender, value_ptr(), &slot_, sec), true)) return true;
+    this->enter_select(claim, index);
+    this->record = f;
+    (this->sender ? c.senders_ : c.receivers_).push_back(this);
+    return false;
+  }
+  void after_unlock() noexcept {
+    if (settle_) this->ch->settle(this->sender);
+    settle_ = false;
+  }
+  void disarm_locked() noexcept {
+    if (this->is_linked()) this->ch->unlink(this);
+  }
+  bool finish() noexcept {
+    if (this->done) return true;  // a waker moved the value under the lock
+    // Claimed without a hand-off (the ring, or close()): do it now.
+    Channel<T>& c = *this->ch;
+    const int r = this->sender ? c.send_now(*value_ptr()) : c.recv_now(slot_);
+    if (r == kWouldBlock) return false;  // another party got there first: go round again
+    closed_ = r == kClosed;
+    return true;
+  }
+  /// Re-armable for another round.
+  void reset() noexcept {
+    this->done = false;
+    this->in_select = false;
+  }
+
+ protected:
+  T* value_ptr() noexcept { return this->sender ? static_cast<T*>(this->data) : nullptr; }
+  bool completed(int r, bool ring) noexcept {
+    if (r == kWouldBlock) return false;
+    closed_ = r == kClosed;
+    settle_ = ring && r == kDone;  // then waiters of the other kind may proceed
+    return true;
+  }
+  std::optional<T> slot_;
+  bool closed_ = false;
+  bool settle_ = false;
+};
+
+template <class T>
+class RecvCase : public ChannelCase<T> {
+ public:
+  using outcome_type = std::optional<T>;
+  using ChannelCase<T>::ChannelCase;
+  /// The value, or nullopt: the channel is closed and drained.
+  outcome_type take() noexcept { return std::move(this->slot_); }
+};
+
+template <class T>
+class SendCase : public ChannelCase<T> {
+ public:
+  using outcome_type = std::monostate;
+  using ChannelCase<T>::ChannelCase;
+  outcome_type take() {
+    if (this->closed_) throw ChannelClosed();
+    return {};
+  }
+};
+
+}  // namespace detail
+
+/// A select case: receive one value from `ch`.
+template <class T>
+detail::RecvCase<T> on_recv(Channel<T>& ch) noexcept {
+  return detail::RecvCase<T>(ch);
+}
+
+/// A select case: send `value` on `ch`. `value` is moved from only if this
+/// case completes; otherwise it stays yours (which is why it must be an
+/// lvalue that outlives the select).
+template <class T>
+detail::SendCase<T> on_send(Channel<T>& ch, T& value) noexcept {
+  return detail::SendCase<T>(ch, &value);
+}
+template <class T>
+void on_send(Channel<T>&, T&&) = delete;  // pass an lvalue: an unsent value stays in it
 
 }  // namespace shoal

@@ -36,13 +36,10 @@
 #include <utility>
 #include <variant>
 
-#include "shoal/channel/channel.hpp"
 #include "shoal/detail/stand_in.hpp"
 #include "shoal/detail/task_record.hpp"
-#include "shoal/detail/timer.hpp"
 #include "shoal/detail/wait_queue.hpp"
 #include "shoal/runtime/errors.hpp"
-#include "shoal/sync/event.hpp"
 
 namespace shoal {
 
@@ -71,222 +68,10 @@ void select_shuffle(std::uint8_t (&order)[N]) noexcept {
   }
 }
 
-// Every case type offers the same small interface to Select:
-//   int poll_fast()                without any lock: 1 completed, 0 not ready,
-//                                  -1 cannot tell without the lock
-//   SpinLock* lock()               the primitive's lock (null: none)
-//   bool poll_locked(WakeList&)    under all the select's locks: complete
-//                                  now if it can (true)
-//   bool link_locked(WakeList&, SelectClaim&, index, TaskRecord*)
-//                                  then, if no case could: link its waiter
-//                                  (false), or complete after all (true: a
-//                                  value came through a lock-free ring)
-//   void after_unlock()            work due once the locks are released,
-//                                  after the case completed under them
-//   void disarm_locked()           unlink the waiter if it is still linked
-//   bool finish()                  the select's claim named this case: is
-//                                  the outcome there (retrying if need be)?
-//   outcome_type take()            the outcome (may throw, e.g. ChannelClosed)
-
-/// A receive or send case on a Channel<T>. Its waiter is one of the
-/// channel's own (Channel<T>::Waiter), so every waker path of the channel
-/// meets it as it meets any other waiter.
-template <class T>
-class ChannelCase : public Channel<T>::Waiter {
-  using Base = typename Channel<T>::Waiter;
-  static constexpr int kDone = Channel<T>::kDone, kClosed = Channel<T>::kClosed,
-                       kWouldBlock = Channel<T>::kWouldBlock;
-
- public:
-  static_assert(std::is_nothrow_move_constructible_v<T>,
-                "shoal::select: a channel case needs a T whose move cannot throw (a value claimed for a select "
-                "must not be lost to a throwing move)");
-
-  /// A receive case.
-  explicit ChannelCase(Channel<T>& ch) noexcept : Base(&ch, &slot_) {}
-  /// A send case of `*value` (moved from only if this case completes).
-  ChannelCase(Channel<T>& ch, T* value) noexcept : Base(&ch, value) {}
-  ChannelCase(ChannelCase&& o) noexcept : Base(o.ch, o.sender, o.sender ? o.data : &slot_) {}
-
-  SpinLock* lock() noexcept { return &this->ch->lock_; }
-
-  // A buffered channel's ring moves without the lock: try it first, so a
-  // select whose value is there takes no lock at all.
-  int poll_fast() noexcept {
-    Channel<T>& c = *this->ch;
-    if (!c.ring_) return -1;
-    if (!completed(this->sender ? c.ring_->try_push(*value_ptr()) : c.ring_->try_pop(slot_), true)) return 0;
-    after_unlock();
-    return 1;
-  }
-  // Polling never links, so a select can never meet its own case as the
-  // other side of an operation.
-  bool poll_locked(WakeList& sec) noexcept {
-    Channel<T>& c = *this->ch;
-    int r;
-    if (c.ring_) {
-      r = this->sender ? c.ring_->try_push(*value_ptr()) : c.ring_->try_pop(slot_);
-    } else {
-      r = this->sender ? c.try_send_locked(*value_ptr(), sec) : c.try_recv_locked(slot_, sec);
-    }
-    return completed(r, c.ring_ != nullptr);
-  }
-  bool link_locked(WakeList& sec, SelectClaim& claim, std::uint32_t index, TaskRecord* f) noexcept {
-    Channel<T>& c = *this->ch;
-    // The ring moves without the lock: announce, then try once more, so a
-    // completer that misses the try sees the count (the channel's own wait
-    // protocol). Under the lock nothing else can change.
-    if (c.ring_ && completed(c.retry_locked(this->sender, value_ptr(), &slot_, sec), true)) return true;
-    this->enter_select(claim, index);
-    this->record = f;
-    (this->sender ? c.senders_ : c.receivers_).push_back(this);
-    return false;
-  }
-  void after_unlock() noexcept {
-    if (settle_) this->ch->settle(this->sender);
-    settle_ = false;
-  }
-  void disarm_locked() noexcept {
-    if (this->is_linked()) this->ch->unlink(this);
-  }
-  bool finish() noexcept {
-    if (this->done) return true;  // a waker moved the value under the lock
-    // Claimed without a hand-off (the ring, or close()): do it now.
-    Channel<T>& c = *this->ch;
-    const int r = this->sender ? c.send_now(*value_ptr()) : c.recv_now(slot_);
-    if (r == kWouldBlock) return false;  // another party got there first: go round again
-    closed_ = r == kClosed;
-    return true;
-  }
-  /// Re-armable for another round.
-  void reset() noexcept {
-    this->done = false;
-    this->in_select = false;
-  }
-
- protected:
-  T* value_ptr() noexcept { return this->sender ? static_cast<T*>(this->data) : nullptr; }
-  bool completed(int r, bool ring) noexcept {
-    if (r == kWouldBlock) return false;
-    closed_ = r == kClosed;
-    settle_ = ring && r == kDone;  // then waiters of the other kind may proceed
-    return true;
-  }
-  std::optional<T> slot_;
-  bool closed_ = false;
-  bool settle_ = false;
-};
-
-template <class T>
-class RecvCase : public ChannelCase<T> {
- public:
-  using outcome_type = std::optional<T>;
-  using ChannelCase<T>::ChannelCase;
-  /// The value, or nullopt: the channel is closed and drained.
-  outcome_type take() noexcept { return std::move(this->slot_); }
-};
-
-template <class T>
-class SendCase : public ChannelCase<T> {
- public:
-  using outcome_type = std::monostate;
-  using ChannelCase<T>::ChannelCase;
-  outcome_type take() {
-    if (this->closed_) throw ChannelClosed();
-    return {};
-  }
-};
-
-/// An Event or Notify case: completes when the event is set, or takes a
-/// notification.
-template <class Prim>
-class SignalCase final : public SelectCase {
- public:
-  using outcome_type = std::monostate;
-  explicit SignalCase(Prim& p) noexcept : SelectCase(p.lock_), prim_(&p) {}
-  SignalCase(SignalCase&& o) noexcept : SelectCase(o.prim_->lock_), prim_(o.prim_) {}
-
-  int poll_fast() noexcept { return -1; }
-  SpinLock* lock() noexcept { return &prim_->lock_; }
-  bool poll_locked(WakeList&) noexcept { return prim_->take_locked(); }
-  bool link_locked(WakeList&, SelectClaim& claim, std::uint32_t index, TaskRecord* f) noexcept {
-    enter_select(claim, index);
-    record = f;
-    prim_->waiters_.push_back(this);
-    return false;
-  }
-  void after_unlock() noexcept {}
-  void disarm_locked() noexcept {
-    if (is_linked()) unlink_locked();
-  }
-  bool finish() noexcept { return true; }  // the claim was the notification
-  void reset() noexcept { in_select = false; }
-  outcome_type take() noexcept { return {}; }
-
- private:
-  Prim* prim_;
-};
-
-/// The deadline case: a timer entry that claims the select when it fires.
-class DeadlineCase {
- public:
-  using outcome_type = std::monostate;
-  explicit DeadlineCase(std::chrono::steady_clock::time_point at) noexcept : at_(at) {}
-  DeadlineCase(DeadlineCase&& o) noexcept : at_(o.at_) {}
-
-  int poll_fast() noexcept { return -1; }
-  SpinLock* lock() noexcept { return nullptr; }
-  bool poll_locked(WakeList&) noexcept { return at_ <= clock_now(); }
-  bool link_locked(WakeList&, SelectClaim& claim, std::uint32_t index, TaskRecord* f) noexcept {
-    entry_.owner = this;
-    entry_.fire = &DeadlineCase::on_fire;
-    entry_.deadline = to_ns(at_);
-    entry_.state.store(TimerEntry::idle, std::memory_order_relaxed);
-    claim_ = &claim;
-    index_ = index;
-    f_ = f;
-    timer_bind(f->sched, &entry_);
-    (void)timer_insert(f->sched, &entry_);  // no cancel check: the select's own re-check covers it
-    armed_ = true;
-    return false;
-  }
-  void after_unlock() noexcept {}
-  void disarm_locked() noexcept {
-    if (armed_) timer_cancel_and_wait(f_->sched, &entry_);  // waits out a firing in progress
-    armed_ = false;
-  }
-  bool finish() noexcept { return true; }
-  void reset() noexcept {}
-  outcome_type take() noexcept { return {}; }
-
- private:
-  struct Entry : TimerEntry {
-    DeadlineCase* owner = nullptr;
-  };
-  static void on_fire(TimerEntry* e) noexcept {
-    DeadlineCase& c = *static_cast<Entry*>(e)->owner;
-    bool wake = false;
-    if (c.claim_->try_win(c.index_, wake) && wake) {
-      TaskRecord* f = c.f_;
-      disarm_wait(f, c.claim_);
-      schedule(f);
-    }
-    // The select waits for this store (disarm_locked) before the entry goes.
-    e->state.store(TimerEntry::done, std::memory_order_release);
-  }
-
-  std::chrono::steady_clock::time_point at_;
-  Entry entry_;
-  SelectClaim* claim_ = nullptr;
-  TaskRecord* f_ = nullptr;
-  std::uint32_t index_ = 0;
-  bool armed_ = false;
-};
-
 }  // namespace detail
 
 /// The awaiter `select(...)` returns. Await it once, at once.
-template <class... Cases>
+template <detail::SelectableCase... Cases>
 class [[nodiscard]] Select {
   static constexpr std::size_t N = sizeof...(Cases);
   static_assert(N >= 1, "shoal::select needs at least one case");
@@ -471,43 +256,9 @@ class [[nodiscard]] Select {
 /// Thread-safety: any task; each primitive may be used by others meanwhile.
 /// Throws: Cancelled; ChannelClosed when an on_send case's channel is closed
 ///   (its value stays in the variable); std::logic_error outside a shoal task.
-template <class... Cases>
+template <detail::SelectableCase... Cases>
 Select<Cases...> select(Cases... cases) noexcept {
   return Select<Cases...>(std::move(cases)...);
-}
-
-/// A select case: receive one value from `ch`.
-template <class T>
-detail::RecvCase<T> on_recv(Channel<T>& ch) noexcept {
-  return detail::RecvCase<T>(ch);
-}
-
-/// A select case: send `value` on `ch`. `value` is moved from only if this
-/// case completes; otherwise it stays yours (which is why it must be an
-/// lvalue that outlives the select).
-template <class T>
-detail::SendCase<T> on_send(Channel<T>& ch, T& value) noexcept {
-  return detail::SendCase<T>(ch, &value);
-}
-template <class T>
-void on_send(Channel<T>&, T&&) = delete;  // pass an lvalue: an unsent value stays in it
-
-/// A select case: the event is set (nothing is consumed).
-inline detail::SignalCase<Event> on_event(Event& ev) noexcept { return detail::SignalCase<Event>(ev); }
-
-/// A select case: take one notification (a stored permit, or the next
-/// notify_one / notify_all).
-inline detail::SignalCase<Notify> on_notify(Notify& n) noexcept { return detail::SignalCase<Notify>(n); }
-
-/// A select case: `deadline` passed (the runtime's clock, shoal::now()).
-inline detail::DeadlineCase on_deadline(std::chrono::steady_clock::time_point deadline) noexcept {
-  return detail::DeadlineCase(deadline);
-}
-
-/// A select case: `d` passed, counted from this call.
-template <class Rep, class Period>
-detail::DeadlineCase on_timeout(std::chrono::duration<Rep, Period> d) noexcept {
-  return detail::DeadlineCase(detail::clock_now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(d));
 }
 
 }  // namespace shoal

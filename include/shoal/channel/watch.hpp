@@ -59,7 +59,7 @@ class Watch {
     if (closed_) return false;
     fn(value_);
     ++version_;
-    while (detail::Waiter* w = waiters_.pop_front()) sec.wake(w);
+    detail::wake_all(waiters_, sec);
     return true;
   }
 
@@ -68,7 +68,7 @@ class Watch {
   void close() noexcept {
     detail::WaitSection sec(lock_);
     closed_ = true;
-    while (detail::Waiter* w = waiters_.pop_front()) sec.wake(w);
+    detail::wake_all(waiters_, sec);
   }
 
   /// A copy of the current value.
@@ -104,14 +104,10 @@ class Watch<T>::Receiver {
     /// Waits for a version newer than `r` saw; made by changed().
     explicit Awaiter(Receiver* r) noexcept
         : detail::LevelWaiter<Awaiter>(r->w_->lock_, r->w_->waiters_, "shoal::Watch::Receiver::changed"), r_(r) {}
-    bool ready_locked() const noexcept { return r_->w_->version_ != r_->seen_ || r_->w_->closed_; }
+    bool ready_locked() const noexcept { return CaseSource{r_}.ready_locked(); }
     bool await_resume() {
       this->throw_if_cancelled();
-      Watch& w = *r_->w_;
-      detail::WaitSection sec(w.lock_);
-      if (w.version_ == r_->seen_) return false;  // closed, nothing newer
-      r_->seen_ = w.version_;
-      return true;
+      return CaseSource{r_}.take();
     }
 
    private:
@@ -158,6 +154,34 @@ class Watch<T>::Receiver {
   Receiver(Watch* w, std::uint64_t seen) noexcept : w_(w), seen_(seen) {}
   Watch* w_;
   std::uint64_t seen_;
+
+ public:
+  using value_type = T;  ///< what the watch holds
+
+  /// on_changed's source (detail::LevelCase).
+  struct CaseSource {
+    using outcome_type = bool;
+    Receiver* r;
+    detail::SpinLock& lock() const noexcept { return r->w_->lock_; }
+    detail::WaitList& waiters() const noexcept { return r->w_->waiters_; }
+    bool ready_locked() const noexcept { return r->w_->version_ != r->seen_ || r->w_->closed_; }
+    bool take() noexcept {
+      detail::WaitSection sec(r->w_->lock_);
+      if (r->w_->version_ == r->seen_) return false;  // closed, nothing newer
+      r->seen_ = r->w_->version_;
+      return true;
+    }
+  };
 };
+
+/// A select case (channel/select.hpp): `rx`'s watch holds a value newer
+/// than the one `rx` saw, now marked seen (true; read it with get()), or is
+/// closed with nothing newer (false), as changed() gives it. Nothing is
+/// marked unless this case wins.
+template <class R>
+  requires std::is_same_v<R, typename Watch<typename R::value_type>::Receiver>
+detail::LevelCase<typename R::CaseSource> on_changed(R& rx) noexcept {
+  return detail::LevelCase<typename R::CaseSource>(typename R::CaseSource{&rx});
+}
 
 }  // namespace shoal

@@ -42,6 +42,16 @@ struct TimerEntry : ListHook<TimerWheelTag> {
   void (*fire)(TimerEntry*) noexcept = nullptr;
 };
 
+/// A timer entry that an object owns (a sleep, a deadline, a select's
+/// deadline case, an I/O idle limit): the one adapter between the wheel and
+/// what a timer is for. The owner's `fire` function finds it with owner_of.
+template <class Owner>
+struct OwnedTimer : TimerEntry {
+  Owner* owner = nullptr;
+  /// The owner of `e`, which must be an OwnedTimer<Owner>.
+  static Owner& owner_of(TimerEntry* e) noexcept { return *static_cast<OwnedTimer*>(e)->owner; }
+};
+
 struct TaskRecord;
 
 enum class TimerInsert { queued, cancelled };

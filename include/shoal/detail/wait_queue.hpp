@@ -27,11 +27,13 @@
 #pragma once
 
 #include <chrono>
+#include <concepts>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "shoal/detail/task_record.hpp"
 #include "shoal/detail/intrusive_list.hpp"
@@ -250,6 +252,14 @@ class WakeList {
   Waiter* woken_ = nullptr;
 };
 
+/// Wakes every waiter of `l` (a primitive that wakes all at once, as a
+/// Broadcast's send): select cases through their claim, a dead one dropped.
+inline void wake_all(WaitList& l, WakeList& sec) noexcept {
+  while (Waiter* w = l.pop_front()) {
+    if (claim_waiter(w)) sec.wake(w);
+  }
+}
+
 /// A primitive's lock held for one step: released on every way out (a
 /// throwing move of a user's value included), then every waiter the step
 /// claimed is woken.
@@ -417,5 +427,73 @@ bool wait_level_blocking(SpinLock& lock, WaitList& list, Ready&& ready_locked, c
   wake.wait();
   return true;
 }
+
+/// What a select (channel/select.hpp) asks of each of its cases; each
+/// primitive defines its own case next to itself (Channel's on_recv and
+/// on_send, Event's on_event, Notify's on_notify, the timer's on_timeout).
+///   poll_fast()      without any lock: 1 completed, 0 not ready, -1 cannot
+///                    tell without the lock
+///   lock()           the primitive's lock (null: none)
+///   poll_locked(sec) under all the select's locks: complete now if it can
+///   link_locked(sec, claim, index, record)
+///                    then, if no case could: link its waiter (false), or
+///                    complete after all (true: a value came through a
+///                    lock-free ring)
+///   after_unlock()   work due once the locks are released, after the case
+///                    completed under them
+///   disarm_locked()  unlink the waiter if it is still linked
+///   finish()         the select's claim named this case: is the outcome
+///                    there (retrying if need be)?
+///   reset()          re-arm for another round
+///   take()           the outcome (may throw, e.g. ChannelClosed)
+template <class C>
+concept SelectableCase = std::is_nothrow_move_constructible_v<C> &&
+    requires(C& c, WakeList& sec, SelectClaim& claim, std::uint32_t index, TaskRecord* f) {
+      typename C::outcome_type;
+      { c.poll_fast() } noexcept -> std::same_as<int>;
+      { c.lock() } noexcept -> std::same_as<SpinLock*>;
+      { c.poll_locked(sec) } noexcept -> std::same_as<bool>;
+      { c.link_locked(sec, claim, index, f) } noexcept -> std::same_as<bool>;
+      { c.after_unlock() } noexcept;
+      { c.disarm_locked() } noexcept;
+      { c.finish() } noexcept -> std::same_as<bool>;
+      { c.reset() } noexcept;
+      { c.take() } -> std::same_as<typename C::outcome_type>;
+    };
+
+/// A select case on a primitive that wakes all its waiters at once
+/// (Broadcast, Watch), whose wakers claim through claim_waiter. `Src` says
+/// where to wait (`lock()`, `waiters()`), whether the outcome is there
+/// (`ready_locked()`, under the lock, no side effect) and takes it
+/// (`take()`, taking the lock itself; it may throw). Only the case that won
+/// takes anything: a select that completes another way leaves the primitive
+/// as it was.
+template <class Src>
+class LevelCase final : public SelectCase {
+ public:
+  using outcome_type = typename Src::outcome_type;
+  explicit LevelCase(Src src) noexcept : SelectCase(src.lock()), src_(src) {}
+  LevelCase(LevelCase&& o) noexcept : SelectCase(o.src_.lock()), src_(o.src_) {}
+
+  int poll_fast() noexcept { return -1; }
+  SpinLock* lock() noexcept { return &src_.lock(); }
+  bool poll_locked(WakeList&) noexcept { return src_.ready_locked(); }
+  bool link_locked(WakeList&, SelectClaim& claim, std::uint32_t index, TaskRecord* f) noexcept {
+    enter_select(claim, index);
+    record = f;
+    src_.waiters().push_back(this);
+    return false;
+  }
+  void after_unlock() noexcept {}
+  void disarm_locked() noexcept {
+    if (is_linked()) unlink_locked();
+  }
+  bool finish() noexcept { return true; }  // woken by a change: the outcome is there (it only moves forward)
+  void reset() noexcept { in_select = false; }
+  outcome_type take() { return src_.take(); }
+
+ private:
+  Src src_;
+};
 
 }  // namespace shoal::detail

@@ -86,9 +86,6 @@ class CancelScope {
   auto run(Task<T> task) -> Task<std::conditional_t<std::is_void_v<T>, bool, std::optional<T>>>;
 
  private:
-  struct Entry : detail::TimerEntry {
-    CancelScope* owner = nullptr;
-  };
   // Under lock_: enter/leave the running node; arm the deadline's timer.
   void enter(detail::CancelNode* node, detail::Scheduler* s);
   void leave() noexcept;
@@ -100,7 +97,7 @@ class CancelScope {
   detail::CancelNode* node_ = nullptr;  // while run is inside
   detail::Scheduler* sched_ = nullptr;
   Clock::time_point deadline_ = Clock::time_point::max();
-  Entry entry_;
+  detail::OwnedTimer<CancelScope> entry_;
   bool armed_ = false;  // entry_ is (or may be, while firing) in a timer wheel
   bool cancel_called_ = false;
   bool caught_ = false;

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <variant>
 
 #include "shoal/detail/task_record.hpp"
 #include "shoal/detail/thread_wake.hpp"
@@ -20,9 +21,6 @@
 #include "shoal/runtime/task.hpp"
 
 namespace shoal {
-
-template <class... Cases>
-class Select;
 
 namespace detail {
 
@@ -175,5 +173,46 @@ class Notify : public detail::SignalCore<Notify> {
   bool take_locked() noexcept { return std::exchange(permit_, false); }
   bool permit_ = false;  // guarded by lock_
 };
+
+namespace detail {
+
+/// An Event or Notify case: completes when the event is set, or takes a
+/// notification.
+template <class Prim>
+class SignalCase final : public SelectCase {
+ public:
+  using outcome_type = std::monostate;
+  explicit SignalCase(Prim& p) noexcept : SelectCase(p.lock_), prim_(&p) {}
+  SignalCase(SignalCase&& o) noexcept : SelectCase(o.prim_->lock_), prim_(o.prim_) {}
+
+  int poll_fast() noexcept { return -1; }
+  SpinLock* lock() noexcept { return &prim_->lock_; }
+  bool poll_locked(WakeList&) noexcept { return prim_->take_locked(); }
+  bool link_locked(WakeList&, SelectClaim& claim, std::uint32_t index, TaskRecord* f) noexcept {
+    enter_select(claim, index);
+    record = f;
+    prim_->waiters_.push_back(this);
+    return false;
+  }
+  void after_unlock() noexcept {}
+  void disarm_locked() noexcept {
+    if (is_linked()) unlink_locked();
+  }
+  bool finish() noexcept { return true; }  // the claim was the notification
+  void reset() noexcept { in_select = false; }
+  outcome_type take() noexcept { return {}; }
+
+ private:
+  Prim* prim_;
+};
+
+}  // namespace detail
+
+/// A select case: the event is set (nothing is consumed).
+inline detail::SignalCase<Event> on_event(Event& ev) noexcept { return detail::SignalCase<Event>(ev); }
+
+/// A select case: take one notification (a stored permit, or the next
+/// notify_one / notify_all).
+inline detail::SignalCase<Notify> on_notify(Notify& n) noexcept { return detail::SignalCase<Notify>(n); }
 
 }  // namespace shoal

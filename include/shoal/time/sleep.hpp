@@ -4,9 +4,11 @@
 #include <chrono>
 #include <coroutine>
 #include <cstddef>
+#include <variant>
 
 #include "shoal/detail/task_record.hpp"
 #include "shoal/detail/timer.hpp"
+#include "shoal/detail/wait_queue.hpp"
 #include "shoal/runtime/errors.hpp"
 
 namespace shoal {
@@ -73,13 +75,10 @@ class SleepAwaiter final : public WaitHook {
  private:
   static void on_fire(TimerEntry* e) noexcept;
 
-  struct Entry : TimerEntry {
-    SleepAwaiter* owner = nullptr;
-  };
   Clock::time_point until_;
   TaskRecord* f_ = nullptr;
   bool cancelled_ = false;
-  Entry entry_;
+  OwnedTimer<SleepAwaiter> entry_;
 };
 
 }  // namespace detail
@@ -101,6 +100,74 @@ class SleepAwaiter final : public WaitHook {
 template <class Rep, class Period>
 [[nodiscard]] detail::SleepAwaiter sleep_for(std::chrono::duration<Rep, Period> d) noexcept {
   return detail::SleepAwaiter(detail::clock_now() + std::chrono::duration_cast<Clock::duration>(d));
+}
+
+namespace detail {
+
+/// The deadline case: a timer entry that claims the select when it fires.
+class DeadlineCase {
+ public:
+  using outcome_type = std::monostate;
+  explicit DeadlineCase(std::chrono::steady_clock::time_point at) noexcept : at_(at) {}
+  DeadlineCase(DeadlineCase&& o) noexcept : at_(o.at_) {}
+
+  int poll_fast() noexcept { return -1; }
+  SpinLock* lock() noexcept { return nullptr; }
+  bool poll_locked(WakeList&) noexcept { return at_ <= clock_now(); }
+  bool link_locked(WakeList&, SelectClaim& claim, std::uint32_t index, TaskRecord* f) noexcept {
+    entry_.owner = this;
+    entry_.fire = &DeadlineCase::on_fire;
+    entry_.deadline = to_ns(at_);
+    entry_.state.store(TimerEntry::idle, std::memory_order_relaxed);
+    claim_ = &claim;
+    index_ = index;
+    f_ = f;
+    timer_bind(f->sched, &entry_);
+    (void)timer_insert(f->sched, &entry_);  // no cancel check: the select's own re-check covers it
+    armed_ = true;
+    return false;
+  }
+  void after_unlock() noexcept {}
+  void disarm_locked() noexcept {
+    if (armed_) timer_cancel_and_wait(f_->sched, &entry_);  // waits out a firing in progress
+    armed_ = false;
+  }
+  bool finish() noexcept { return true; }
+  void reset() noexcept {}
+  outcome_type take() noexcept { return {}; }
+
+ private:
+  static void on_fire(TimerEntry* e) noexcept {
+    DeadlineCase& c = OwnedTimer<DeadlineCase>::owner_of(e);
+    bool wake = false;
+    if (c.claim_->try_win(c.index_, wake) && wake) {
+      TaskRecord* f = c.f_;
+      disarm_wait(f, c.claim_);
+      schedule(f);
+    }
+    // The select waits for this store (disarm_locked) before the entry goes.
+    e->state.store(TimerEntry::done, std::memory_order_release);
+  }
+
+  std::chrono::steady_clock::time_point at_;
+  OwnedTimer<DeadlineCase> entry_;
+  SelectClaim* claim_ = nullptr;
+  TaskRecord* f_ = nullptr;
+  std::uint32_t index_ = 0;
+  bool armed_ = false;
+};
+
+}  // namespace detail
+
+/// A select case: `deadline` passed (the runtime's clock, shoal::now()).
+inline detail::DeadlineCase on_deadline(std::chrono::steady_clock::time_point deadline) noexcept {
+  return detail::DeadlineCase(deadline);
+}
+
+/// A select case: `d` passed, counted from this call.
+template <class Rep, class Period>
+detail::DeadlineCase on_timeout(std::chrono::duration<Rep, Period> d) noexcept {
+  return detail::DeadlineCase(detail::clock_now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(d));
 }
 
 }  // namespace shoal
