@@ -28,6 +28,7 @@
 #include "shoal/detail/frame_alloc.hpp"
 #include "shoal/detail/task_record.hpp"
 #include "src/runtime/frame_slabs.hpp"
+#include "src/runtime/slab_source.hpp"
 
 #include <sys/mman.h>
 
@@ -72,165 +73,17 @@ static_assert(sizeof(Header) == 16);
 /// The size class of a cache block of `size` bytes (kClasses or more: too big).
 [[maybe_unused]] constexpr std::size_t class_of(std::size_t size) noexcept { return (size + kGranule - 1) / kGranule - 1; }
 
-struct FreeBlock {
-  FreeBlock* next;
-};
 
-// ---- Slabs ------------------------------------------------------------------
-// A slab is kSlabBytes aligned to its size, so a block finds its slab by
-// masking its address; the header takes the first line. Only the owning
-// cache's thread touches a slab's header, so nothing in it is atomic.
-constexpr std::size_t kSlabBytes = std::size_t{64} << 10;
-constexpr std::size_t kSlabHeader = 64;
-constexpr std::size_t kColours = 16;  // start offsets, a line apart (at most 960 bytes of a slab)
-constexpr std::size_t kChunkSlabs = 32;  // slabs are mapped 2 MiB at a time
-constexpr std::size_t kSpareSlabs = 32;     // free slabs a cache keeps resident when idle (2 MiB)
-constexpr std::size_t kGiveBackBatch = 32;  // how many go back to the system at once
-// More are kept, warm, while the thread stays busy: until it has nothing
-// to run (frame_cache_trim_batch, from Scheduler::park), or once it has
-// been freeing slabs past kSpareSlabs for this long. Giving pages back
-// costs the kernel about as much as faulting them in; a one-worker
-// spawn_join paid 12 % for it in its run.
+// Free slabs a cache keeps resident when idle (2 MiB). More are kept,
+// warm, while the thread stays busy: until it has nothing to run
+// (frame_cache_trim_batch, from Scheduler::park), or once it has been
+// freeing slabs past kSpareSlabs for this long. Giving pages back costs the
+// kernel about as much as faulting them in; a one-worker spawn_join paid
+// 12 % for it in its run.
+constexpr std::size_t kSpareSlabs = 32;
 constexpr std::chrono::nanoseconds kKeepWarm = std::chrono::seconds(1);
 
-struct FrameCache;
-
-struct Slab {
-  FrameCache* owner;  // the cache its blocks belong to
-  Slab* prev;         // the cache's list of slabs with returned blocks
-  Slab* next;         //   (for this slab's class), or the cache's spares
-  FreeBlock* free;    // blocks given back to this slab
-  char* bump;         // the next block never handed out
-  std::uint32_t in_use;  // handed out and not given back here
-  std::uint32_t size_class;
-  char* start;        // the first block: past the header and the slab's colour
-};
-static_assert(sizeof(Slab) <= kSlabHeader);
-
-#ifdef MADV_POPULATE_WRITE
-constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
-#else
-constexpr int kMadvPopulateWrite = 23;  // Linux 5.14; older kernels return EINVAL
-#endif
-
-Slab* slab_of(void* block) noexcept {
-  return reinterpret_cast<Slab*>(reinterpret_cast<std::uintptr_t>(block) & ~(kSlabBytes - 1));
-}
-
-// Which 2 MiB of the address space hold chunks of slabs: a bit each, for
-// the 128 TiB a process's mappings live in without asking for more. 8 MiB
-// of zero pages; a page of it is touched per 64 GiB of addresses looked up.
-constexpr unsigned kChunkShift = 21;
-constexpr std::size_t kChunkBytes = std::size_t{1} << kChunkShift;
-constexpr unsigned kAddressBits = 47;
-std::atomic<std::uint64_t> g_chunk_bits[(std::size_t{1} << (kAddressBits - kChunkShift)) / 64];
-
-void mark_chunk(const char* base) noexcept {
-  const std::uintptr_t i = reinterpret_cast<std::uintptr_t>(base) >> kChunkShift;
-  g_chunk_bits[i / 64].fetch_or(std::uint64_t{1} << (i % 64), std::memory_order_relaxed);
-}
-
-/// True if `p` lies in a chunk of slabs. Relaxed is enough: a block
-/// reaches the thread that frees it through whatever handed it over, after
-/// its chunk was marked.
-[[maybe_unused]] bool in_chunk(const void* p) noexcept {
-  const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p);
-  if ((a >> kAddressBits) != 0) return false;
-  const std::uintptr_t i = a >> kChunkShift;
-  return ((g_chunk_bits[i / 64].load(std::memory_order_relaxed) >> (i % 64)) & 1) != 0;
-}
-char* slab_end(Slab* s) noexcept { return reinterpret_cast<char*>(s) + kSlabBytes; }
-
-// Where slabs come from and where their pages go back: chunks mapped once
-// and never unmapped (address space only), and the slabs whose pages were
-// given back (MADV_DONTNEED), reused before a new chunk is mapped. Those
-// are kept in an array of their own, not linked through themselves: a
-// write into a given-back slab would fault a page of it back in.
-class SlabSource {
- public:
-  Slab* take() {
-    {
-      shim::lock_guard<shim::mutex> g(mu_);
-      if (cold_count_ != 0) return cold_[--cold_count_];
-      if (chunk_next_ != chunk_end_) {
-        auto* s = reinterpret_cast<Slab*>(chunk_next_);
-        chunk_next_ += kSlabBytes;
-        return s;
-      }
-    }
-    // Map outside the lock; aligned to its size (one bit of g_chunk_bits)
-    // by over-mapping and trimming.
-    constexpr std::size_t bytes = kChunkSlabs * kSlabBytes;
-    static_assert(bytes == kChunkBytes);
-    void* m = ::mmap(nullptr, 2 * bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) throw std::bad_alloc();
-    auto* raw = static_cast<char*>(m);
-    auto* base = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(raw) + bytes - 1) & ~(bytes - 1));
-    if (base != raw) ::munmap(raw, static_cast<std::size_t>(base - raw));
-    if (char* tail = base + bytes; tail != raw + 2 * bytes) ::munmap(tail, static_cast<std::size_t>(raw + 2 * bytes - tail));
-    if ((reinterpret_cast<std::uintptr_t>(base) >> kAddressBits) != 0) {  // Linux maps above 128 TiB only on request
-      ::munmap(base, bytes);
-      throw std::bad_alloc();
-    }
-    mark_chunk(base);
-    shim::lock_guard<shim::mutex> g(mu_);
-    if (cold_ == nullptr) cold_ = map_cold_array();
-    if (cold_ == nullptr || mapped_ + kChunkSlabs > kMaxSlabs) {
-      ::munmap(base, bytes);
-      throw std::bad_alloc();
-    }
-    mapped_ += kChunkSlabs;
-    // A chunk left by a racing thread is dropped from carving, not lost:
-    // its remaining slabs go with the cold ones (never touched: not resident).
-    for (char* p = chunk_next_; p != chunk_end_; p += kSlabBytes) cold_[cold_count_++] = reinterpret_cast<Slab*>(p);
-    chunk_next_ = base + kSlabBytes;
-    chunk_end_ = base + bytes;
-    return reinterpret_cast<Slab*>(base);
-  }
-  /// Gives the pages of a list of slabs (linked through next) back to the
-  /// system: sorted, so that slabs carved side by side, and freed side by
-  /// side after a burst, go in one madvise (and one TLB shootdown) per run.
-  void give_back(Slab* list) noexcept {
-    Slab* batch[kGiveBackBatch];
-    while (list != nullptr) {
-      std::size_t n = 0;
-      for (; list != nullptr && n < kGiveBackBatch; list = list->next) batch[n++] = list;
-      std::sort(batch, batch + n);
-      for (std::size_t i = 0; i < n;) {
-        std::size_t j = i + 1;
-        while (j < n && reinterpret_cast<char*>(batch[j]) == slab_end(batch[j - 1])) ++j;
-        ::madvise(batch[i], (j - i) * kSlabBytes, MADV_DONTNEED);
-        i = j;
-      }
-      shim::lock_guard<shim::mutex> g(mu_);
-      for (std::size_t i = 0; i < n; ++i) cold_[cold_count_++] = batch[i];  // room for every mapped slab
-    }
-  }
-  FrameSlabStats stats() {
-    shim::lock_guard<shim::mutex> g(mu_);
-    const auto uncarved = static_cast<std::size_t>(chunk_end_ - chunk_next_) / kSlabBytes;
-    return FrameSlabStats{mapped_, mapped_ - cold_count_ - uncarved};
-  }
-
- private:
-  // Room for a pointer to every slab there can be (64 GiB of them): 8 MiB
-  // of address space, a page resident per 512 slabs given back.
-  static constexpr std::size_t kMaxSlabs = std::size_t{1} << 20;
-  static Slab** map_cold_array() noexcept {
-    void* m = ::mmap(nullptr, kMaxSlabs * sizeof(Slab*), PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return m == MAP_FAILED ? nullptr : static_cast<Slab**>(m);
-  }
-
-  shim::mutex mu_;
-  Slab** cold_ = nullptr;
-  std::size_t cold_count_ = 0;
-  std::size_t mapped_ = 0;
-  char* chunk_next_ = nullptr;
-  char* chunk_end_ = nullptr;
-};
-
-SlabSource g_slabs;
+}  // namespace
 
 struct FrameCache {
   FreeBlock* local[kClasses] = {};
@@ -280,7 +133,7 @@ struct FrameCache {
       }
       local_count[c] = 0;
     }
-    g_slabs.give_back(spare);  // an exited thread's cache keeps no free slab resident
+    slab_source().give_back(spare);  // an exited thread's cache keeps no free slab resident
     spare = nullptr;
     spare_count = 0;
   }
@@ -337,7 +190,7 @@ struct FrameCache {
       spare = s->next;
       --spare_count;
     } else {
-      s = g_slabs.take();
+      s = slab_source().take();
       if (populate) ::madvise(s, kSlabBytes, kMadvPopulateWrite);  // a kernel without it: faults as usual
     }
     s->owner = this;
@@ -384,7 +237,7 @@ struct FrameCache {
     for (; n < kGiveBackBatch && last->next != nullptr; ++n) last = last->next;
     last_kept->next = last->next;
     last->next = nullptr;
-    g_slabs.give_back(first);
+    slab_source().give_back(first);
     spare_count -= n;
     if (spare_count > kSpareSlabs) return true;
     warm_since = std::chrono::steady_clock::now();
@@ -415,6 +268,8 @@ struct FrameCache {
   std::size_t next_colour = 0;
   std::chrono::steady_clock::time_point warm_since{};  // since the spares last reached kSpareSlabs
 };
+
+namespace {
 
 shim::mutex g_pool_mu;
 FrameCache* g_pool = nullptr;
@@ -603,7 +458,7 @@ void frame_cache_flush_remote() noexcept {
 
 FrameSlabStats frame_slab_stats() {
 #if SHOAL_FRAME_CACHE
-  return g_slabs.stats();
+  return slab_source().stats();
 #else
   return {};
 #endif
