@@ -28,6 +28,7 @@
 #include "shoal/detail/frame_alloc.hpp"
 #include "shoal/detail/task_record.hpp"
 #include "src/runtime/frame_slabs.hpp"
+#include "src/runtime/push_stack.hpp"
 #include "src/runtime/slab_source.hpp"
 
 #include <sys/mman.h>
@@ -88,7 +89,7 @@ constexpr std::chrono::nanoseconds kKeepWarm = std::chrono::seconds(1);
 struct FrameCache {
   FreeBlock* local[kClasses] = {};
   std::size_t local_count[kClasses] = {};
-  shim::atomic<FreeBlock*> remote[kClasses] = {};
+  PushStack<FreeBlock, &FreeBlock::next> remote[kClasses];
   FrameCache* next_free = nullptr;  // pool link (guarded by g_pool_mu)
 
   void* pop(std::size_t c) noexcept {
@@ -97,7 +98,7 @@ struct FrameCache {
       // The whole remote list at once, not walked: its blocks are not
       // counted against the cap (they are this thread's own allocations
       // coming back, so they cannot grow the cache past what it handed out).
-      b = remote[c].exchange(nullptr, std::memory_order_acquire);
+      b = remote[c].take_all();
       if (b == nullptr) return nullptr;
     }
     local[c] = b->next;
@@ -119,12 +120,7 @@ struct FrameCache {
     ++local_count[c];
   }
   /// Pushes the chain first..last (linked through next) in one CAS.
-  void push_remote(std::size_t c, FreeBlock* first, FreeBlock* last) noexcept {
-    FreeBlock* head = remote[c].load(std::memory_order_relaxed);
-    do {
-      last->next = head;
-    } while (!remote[c].compare_exchange_weak(head, first, std::memory_order_release, std::memory_order_relaxed));
-  }
+  void push_remote(std::size_t c, FreeBlock* first, FreeBlock* last) noexcept { (void)remote[c].push(first, last); }
   void release_local() noexcept {
     for (std::size_t c = 0; c < kClasses; ++c) {
       while (FreeBlock* b = local[c]) {

@@ -8,6 +8,7 @@
 #include "shoal/detail/task_record.hpp"
 #include "shoal/detail/sync_shim.hpp"
 #include "src/runtime/injector.hpp"
+#include "src/runtime/push_stack.hpp"
 
 namespace shoal::detail {
 
@@ -20,27 +21,10 @@ class PinnedLane {
   bool empty() const noexcept { return fifo_.empty(); }
 
   /// Any thread. True if the inbox was empty: the owner may be parked.
-  bool push_remote(TaskRecord* f) noexcept {
-    TaskRecord* head = inbox_.load(std::memory_order_relaxed);
-    do {
-      f->next = head;
-    } while (!inbox_.compare_exchange_weak(head, f, std::memory_order_release, std::memory_order_relaxed));
-    return head == nullptr;
-  }
+  bool push_remote(TaskRecord* f) noexcept { return inbox_.push(f); }
   /// Any thread: takes the whole inbox, oldest first (linked by `next`).
   /// Safe beside the owner's drain: each takes what its exchange got.
-  TaskRecord* take_remote() noexcept {
-    if (inbox_.load(std::memory_order_relaxed) == nullptr) return nullptr;
-    TaskRecord* f = inbox_.exchange(nullptr, std::memory_order_acquire);
-    TaskRecord* rev = nullptr;  // the stack is newest-first
-    while (f != nullptr) {
-      TaskRecord* next = f->next;
-      f->next = rev;
-      rev = f;
-      f = next;
-    }
-    return rev;
-  }
+  TaskRecord* take_remote() noexcept { return inbox_.empty() ? nullptr : inbox_.take_all_oldest_first(); }
   /// Owner only: moves the inbox into the FIFO, oldest first.
   void drain_remote() noexcept {
     TaskRecord* rev = take_remote();
@@ -53,7 +37,7 @@ class PinnedLane {
 
  private:
   TaskBatch fifo_;  // owner only
-  shim::atomic<TaskRecord*> inbox_{nullptr};
+  PushStack<TaskRecord, &TaskRecord::next> inbox_;
 };
 
 }  // namespace shoal::detail

@@ -82,7 +82,7 @@ std::size_t Driver::backend_wait(std::chrono::nanoseconds timeout, std::span<io:
 }
 
 bool Driver::poll_io_now() noexcept {
-  if (io_core_->live.load(std::memory_order_relaxed) == 0 && io_released_.load(std::memory_order_relaxed) == nullptr) {
+  if (io_core_->live.load(std::memory_order_relaxed) == 0 && io_released_.empty()) {
     return false;
   }
   if (!try_lock_driver()) return false;
@@ -112,16 +112,13 @@ void Driver::io_rearm(int fd, std::uint32_t interest, const IoSource* token) noe
 
 void Driver::io_release(IoSource* s) noexcept {
   backend_->remove(s->fd);
-  IoSource* head = io_released_.load(std::memory_order_relaxed);
-  do {
-    s->next_release = head;
-  } while (!io_released_.compare_exchange_weak(head, s, std::memory_order_release, std::memory_order_relaxed));
+  (void)io_released_.push(s);
   io_core_->live.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void Driver::reclaim_io() noexcept {
-  if (io_released_.load(std::memory_order_relaxed) == nullptr) return;
-  IoSource* s = io_released_.exchange(nullptr, std::memory_order_acquire);
+  if (io_released_.empty()) return;
+  IoSource* s = io_released_.take_all();
   while (s != nullptr) {
     IoSource* next = s->next_release;
     s->~IoSource();

@@ -19,6 +19,7 @@
 #include "shoal/detail/sync_shim.hpp"
 #include "shoal/detail/timer.hpp"
 #include "src/io/backend.hpp"
+#include "src/runtime/push_stack.hpp"
 #include "src/time/timer_queue.hpp"
 
 namespace shoal::detail {
@@ -102,7 +103,7 @@ class Driver {
   shim::atomic<std::int64_t> manual_now_;
   std::unique_ptr<io::Backend> backend_;
   IoCore* io_core_;
-  shim::atomic<IoSource*> io_released_{nullptr};
+  PushStack<IoSource, &IoSource::next_release> io_released_;
   shim::atomic<bool> busy_{false};
   shim::atomic<std::uint64_t> turns_{0};
   shim::atomic<std::uint64_t> wakes_{0};
