@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <system_error>
 
-#include "src/io/async_io.hpp"
+#include "src/runtime/driver/io/async_io.hpp"
 #include "src/net/drain.hpp"
 #include "shoal/scope/timeout.hpp"
 #include "shoal/time/sleep.hpp"

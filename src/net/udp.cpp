@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "src/io/async_io.hpp"
+#include "src/runtime/driver/io/async_io.hpp"
 #include "shoal/runtime/spawn_blocking.hpp"
 
 namespace shoal::net {

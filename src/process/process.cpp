@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "src/io/async_io.hpp"
+#include "src/runtime/driver/io/async_io.hpp"
 #include "shoal/time/sleep.hpp"
 
 extern char** environ;

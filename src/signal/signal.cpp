@@ -22,7 +22,7 @@
 #include <system_error>
 #include <vector>
 
-#include "src/io/async_io.hpp"
+#include "src/runtime/driver/io/async_io.hpp"
 
 namespace shoal::signal {
 namespace {

@@ -16,11 +16,11 @@
 #include <thread>
 #include <vector>
 
-#include "src/io/backend.hpp"
-#include "src/io/poll/poll_backend.hpp"
-#include "src/io/platform.hpp"
+#include "src/runtime/driver/io/backend.hpp"
+#include "src/runtime/driver/io/poll/poll_backend.hpp"
+#include "src/runtime/driver/io/platform.hpp"
 #if defined(SHOAL_HAVE_EPOLL)
-#include "src/io/epoll/epoll_backend.hpp"
+#include "src/runtime/driver/io/epoll/epoll_backend.hpp"
 #endif
 
 namespace {

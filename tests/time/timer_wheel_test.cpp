@@ -11,7 +11,7 @@
 #include <set>
 #include <vector>
 
-#include "src/time/timer_wheel.hpp"
+#include "src/runtime/driver/time/timer_wheel.hpp"
 #include "support/test_support.hpp"
 
 namespace {

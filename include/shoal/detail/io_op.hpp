@@ -3,7 +3,7 @@
 // EAGAIN drop the readiness and wait for the next edge (the shape of Tokio's
 // Registration::async_io). The wait lives in the awaiting frame: an
 // operation costs no frame of its own, and an idle connection holds only
-// this awaiter and its registration (src/io/reactor.cpp has the protocol).
+// this awaiter and its registration (src/runtime/driver/io/reactor.cpp has the protocol).
 #pragma once
 
 #include <chrono>
@@ -28,7 +28,7 @@ struct IoWaiter : Waiter {
   bool expired = false;   // the wait's idle limit passed (under the source's lock)
   IoSource* src;
   const char* wait_kind() const noexcept override {
-    // io::Interest: readable = 1, writable = 2 (src/io/backend.hpp)
+    // io::Interest: readable = 1, writable = 2 (src/runtime/driver/io/backend.hpp)
     return interest == 1 ? "I/O: readable" : interest == 2 ? "I/O: writable" : "I/O: readable or writable";
   }
 };

@@ -1,6 +1,6 @@
 // The lazily registered reactor source of one fd, as a socket or pipe holds
 // it. The source itself (readiness cache, waiters) is private to the
-// reactor (src/io/io_source.hpp).
+// reactor (src/runtime/driver/io/io_source.hpp).
 #pragma once
 
 #include "shoal/version.hpp"

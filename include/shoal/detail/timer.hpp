@@ -26,7 +26,7 @@ Clock::time_point clock_now() noexcept;
 
 struct TimerWheelTag;
 
-/// Filed in one shard's timer wheel (src/time/timer_wheel.hpp) through its
+/// Filed in one shard's timer wheel (src/runtime/driver/time/timer_wheel.hpp) through its
 /// hook; `shard` and `slot` say where, under that shard's lock.
 struct TimerEntry : ListHook<TimerWheelTag> {
   using WheelTag = TimerWheelTag;

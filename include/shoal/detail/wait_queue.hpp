@@ -218,6 +218,26 @@ inline Waiter* claim_front(WaitList& l) noexcept {
   return claim_front(l, [](Waiter*) noexcept {});
 }
 
+/// Wakes a chain of claimed waiters (linked through wake_next, already
+/// unlinked): a thread is notified; a task's wait is disarmed and the task
+/// handed to `schedule` (one at a time, or into a batch). The one wake loop:
+/// WakeList's, and the reactor's for a whole poll.
+template <class Schedule>
+void wake_chain(Waiter* w, Schedule&& schedule) noexcept {
+  while (w != nullptr) {
+    Waiter* next = w->wake_next();  // w may be gone once woken
+    if (w->by_thread) {
+      w->thread->notify();
+    } else {
+      TaskRecord* f = w->record;
+      disarm_wait(f, w->in_select ? static_cast<WaitHook*>(static_cast<SelectCase*>(w)->claim())
+                                  : static_cast<WaitHook*>(w));
+      schedule(f);
+    }
+    w = next;
+  }
+}
+
 /// Waiters claimed under a lock, woken (the last claimed first) once it is
 /// released: never disarm under a lock that cancel_wait takes.
 class WakeList {
@@ -234,18 +254,7 @@ class WakeList {
 
  protected:
   ~WakeList() {
-    for (Waiter* w = woken_; w != nullptr;) {
-      Waiter* next = w->wake_next();  // w may be gone once woken
-      if (w->by_thread) {
-        w->thread->notify();
-      } else {
-        TaskRecord* f = w->record;
-        disarm_wait(f, w->in_select ? static_cast<WaitHook*>(static_cast<SelectCase*>(w)->claim())
-                                    : static_cast<WaitHook*>(w));
-        schedule(f);
-      }
-      w = next;
-    }
+    wake_chain(woken_, [](TaskRecord* f) noexcept { schedule(f); });
   }
 
  private:

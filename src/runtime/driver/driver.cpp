@@ -130,34 +130,7 @@ void Driver::reclaim_io() noexcept {
 void Driver::dispatch_io(const io::Event* events, std::size_t n) noexcept {
   io_events_.store(io_events_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // lock holder only
   TaskBatch batch;
-  for (std::size_t i = 0; i < n; ++i) {
-    auto* s = static_cast<IoSource*>(events[i].token);
-    const std::uint32_t bits = events[i].ready;  // io::Interest bits, as the source keeps them
-    std::uint32_t v = s->state.load(std::memory_order_relaxed);
-    while (!s->state.compare_exchange_weak(v, (v + IoSource::kTick) | bits, std::memory_order_acq_rel,
-                                           std::memory_order_relaxed)) {
-    }
-    // Claim every waiter the event serves under the lock; wake after it.
-    Waiter* woken = nullptr;
-    s->lock.lock();
-    for (Waiter* w = s->waiters.front(); w != nullptr;) {
-      Waiter* next = s->waiters.next(w);
-      if ((static_cast<IoWaiter*>(w)->interest & bits) != 0) {
-        w->unlink_locked();
-        w->set_wake_next(woken);
-        woken = w;
-      }
-      w = next;
-    }
-    s->lock.unlock();
-    while (woken != nullptr) {
-      Waiter* w = woken;
-      woken = w->wake_next();
-      TaskRecord* f = w->record;
-      disarm_wait(f, w);
-      batch.push(f);  // w may be gone once f runs
-    }
-  }
+  io_dispatch(events, n, batch);
   schedule_batch(&sched_, batch);
 }
 

@@ -4,7 +4,7 @@
 // to the scheduler; a busy worker turns it without blocking every 61 ticks,
 // and the driver watch (src/runtime/watch.cpp) hands it to a sleeper when
 // nobody has turned it for a tick.
-// The reactor (src/io/reactor.cpp) and the timer queue live behind it; the
+// The reactor (src/runtime/driver/io/reactor.cpp) and the timer queue live behind it; the
 // scheduler only parks on it and runs what it wakes.
 #pragma once
 
@@ -15,12 +15,12 @@
 #include <span>
 
 #include "shoal/detail/task_record.hpp"
-#include "src/io/io_source.hpp"
+#include "src/runtime/driver/io/io_source.hpp"
 #include "shoal/detail/sync_shim.hpp"
 #include "shoal/detail/timer.hpp"
-#include "src/io/backend.hpp"
+#include "src/runtime/driver/io/backend.hpp"
 #include "src/runtime/push_stack.hpp"
-#include "src/time/timer_queue.hpp"
+#include "src/runtime/driver/time/timer_queue.hpp"
 
 namespace shoal::detail {
 

@@ -7,7 +7,7 @@
 // `now` once every slot that began by then was processed, so the invariant
 // survives each move; a level-L slot whose time came is emptied and its
 // entries filed again, one level lower or more.
-#include "src/time/timer_wheel.hpp"
+#include "src/runtime/driver/time/timer_wheel.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -13,7 +13,7 @@
 #include "shoal/detail/spin_lock.hpp"
 #include "shoal/detail/task_record.hpp"
 #include "shoal/detail/timer.hpp"
-#include "src/time/timer_wheel.hpp"
+#include "src/runtime/driver/time/timer_wheel.hpp"
 
 namespace shoal::detail {
 

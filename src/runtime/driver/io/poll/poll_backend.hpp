@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "shoal/detail/sync_shim.hpp"
-#include "src/io/backend.hpp"
+#include "src/runtime/driver/io/backend.hpp"
 
 namespace shoal::detail::io {
 

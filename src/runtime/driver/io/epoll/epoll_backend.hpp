@@ -1,7 +1,7 @@
 // epoll backend (Linux).
 #pragma once
 
-#include "src/io/backend.hpp"
+#include "src/runtime/driver/io/backend.hpp"
 
 namespace shoal::detail::io {
 

@@ -1,6 +1,6 @@
 // A file descriptor registered with a runtime's reactor (private): cached
 // readiness plus the tasks waiting for it. I/O operations try the syscall
-// first and wait only after EAGAIN (IoOp; src/io/reactor.cpp has the protocol).
+// first and wait only after EAGAIN (IoOp; src/runtime/driver/io/reactor.cpp has the protocol).
 #pragma once
 
 #include <atomic>
@@ -17,7 +17,7 @@
 #include "shoal/detail/timer.hpp"
 #include "shoal/detail/wait_queue.hpp"
 #include "shoal/runtime/errors.hpp"
-#include "src/io/backend.hpp"
+#include "src/runtime/driver/io/backend.hpp"
 
 namespace shoal::detail {
 
@@ -35,7 +35,7 @@ struct IoCore {
 };
 
 struct IoSource {
-  // Readiness: io::Interest and closed bits (src/io/backend.hpp).
+  // Readiness: io::Interest and closed bits (src/runtime/driver/io/backend.hpp).
   static constexpr std::uint32_t kTick = 1u << 8;  // bumped by every readiness event
 
   int fd = -1;
@@ -55,6 +55,16 @@ struct IoIdleEntry : OwnedTimer<IoWaiter> {
 };
 /// The entry's `fire`: marks the waiter expired and wakes it if still queued.
 void io_idle_fire(TimerEntry* e) noexcept;
+
+namespace io {
+struct Event;  // backend.hpp
+}
+struct TaskBatch;  // src/runtime/injector.hpp
+
+/// The reactor's dispatch, by the driver's holder: each event's readiness
+/// goes into its source, and the waiters it serves are claimed and added to
+/// `batch`, for one schedule per poll.
+void io_dispatch(const io::Event* events, std::size_t n, TaskBatch& batch) noexcept;
 
 /// Registers `fd` (non-blocking, edge-triggered, both directions, for its
 /// lifetime) with the calling task's runtime, assuming `ready` (io::readable |

@@ -12,7 +12,7 @@
 #include "shoal/detail/io_op.hpp"
 #include "shoal/runtime/errors.hpp"
 #include "shoal/runtime/task.hpp"
-#include "src/io/io_source.hpp"
+#include "src/runtime/driver/io/io_source.hpp"
 
 namespace shoal::detail {
 

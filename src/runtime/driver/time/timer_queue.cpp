@@ -3,7 +3,7 @@
 // firing/idle. fire_due marks entries `firing` under the lock and calls them
 // after; it sets `done` after each callback returns, which is what
 // timer_cancel_and_wait spins on.
-#include "src/time/timer_queue.hpp"
+#include "src/runtime/driver/time/timer_queue.hpp"
 
 #include <algorithm>
 #include <mutex>

@@ -1,7 +1,7 @@
 // poll(2) backend. Registrations live in a map; each wait snapshots them.
 // A readiness is reported once and the interest is cleared until `rearm`
 // arms it again, which is what edge-triggered callers expect.
-#include "src/io/poll/poll_backend.hpp"
+#include "src/runtime/driver/io/poll/poll_backend.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

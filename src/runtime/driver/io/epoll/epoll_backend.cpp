@@ -9,7 +9,7 @@
 #include <string>
 #include <system_error>
 
-#include "src/io/epoll/epoll_backend.hpp"
+#include "src/runtime/driver/io/epoll/epoll_backend.hpp"
 
 namespace shoal::detail::io {
 namespace {
