@@ -20,7 +20,6 @@
 
 #include "shoal/detail/task_record.hpp"
 #include "shoal/scope/scope.hpp"
-#include "src/runtime/scheduler.hpp"
 
 namespace shoal {
 

@@ -12,7 +12,6 @@
 
 #include <new>
 
-#include "src/runtime/scheduler.hpp"
 
 namespace shoal {
 

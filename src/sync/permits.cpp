@@ -11,7 +11,6 @@
 #include "shoal/sync/detail/sync_ops.hpp"
 #include "shoal/detail/thread_wake.hpp"
 #include "shoal/detail/wait_queue.hpp"
-#include "src/runtime/scheduler.hpp"
 
 namespace shoal::detail {
 
@@ -50,11 +49,10 @@ bool PermitCore::spin_acquire(std::uint32_t n) noexcept {
 
 bool PermitCore::move_to_holder(TaskRecord* f, std::coroutine_handle<> h) noexcept {
   const std::uint8_t to = holder_worker.load(std::memory_order_relaxed);
-  if (to == TaskRecord::kNoWorker || to == f->worker || f->sched == nullptr) return false;
+  if (to == TaskRecord::kNoWorker || to == f->worker) return false;
   // Barging allowed (fair mode hands over in queue order instead).
   if ((state_.load(std::memory_order_relaxed) & kFair) != 0) return false;
-  f->resume = h;
-  return f->sched->migrate(f, to);
+  return migrate_from(f, h, to, /*end_at_long_poll=*/false, this);
 }
 
 bool PermitCore::take_or_mark_locked(std::uint32_t n) noexcept {
