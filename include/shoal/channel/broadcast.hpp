@@ -32,6 +32,11 @@
 
 namespace shoal {
 
+namespace detail {
+template <class T>
+struct BroadcastRecvSource;
+}  // namespace detail
+
 /// What Broadcast<T>::Receiver::recv gives: the next value, or why there is
 /// none: the receiver lagged (values were overwritten before it read them;
 /// the next recv goes on from the oldest kept) or the broadcast is closed
@@ -154,6 +159,11 @@ class Broadcast {
     return true;
   }
 
+  friend struct detail::BroadcastRecvSource<T>;
+  // A receiver's broadcast and position, for BroadcastRecvSource (Receiver
+  // befriends Broadcast).
+  static Broadcast*& of(Receiver& r) noexcept { return r.b_; }
+  static std::uint64_t& next_of(Receiver& r) noexcept { return r.next_; }
   mutable detail::SpinLock lock_;
   detail::WaitList waiters_;
   std::vector<std::optional<T>> ring_;
@@ -256,26 +266,31 @@ class Broadcast<T>::Receiver {
   Broadcast* b_;
   std::uint64_t next_;
 
- public:
-  /// on_recv's source (detail::LevelCase).
-  struct CaseSource {
-    using outcome_type = BroadcastResult<T>;
-    static CaseSource of(Receiver& rx) {
-      if (rx.b_ == nullptr) throw std::logic_error("shoal::on_recv: the broadcast receiver is moved from");
-      return CaseSource{&rx};
-    }
-    Receiver* r;
-    detail::SpinLock& lock() const noexcept { return r->b_->lock_; }
-    detail::WaitList& waiters() const noexcept { return r->b_->waiters_; }
-    bool ready_locked() const noexcept { return r->next_ != r->b_->tail_ || r->b_->closed_; }
-    BroadcastResult<T> take() {
-      detail::WaitSection sec(r->b_->lock_);
-      BroadcastResult<T> out;
-      (void)r->b_->take_locked(r->next_, out);  // something is there: the position only moves forward
-      return out;
-    }
-  };
 };
+
+namespace detail {
+/// on_recv's source for a Broadcast receiver (detail::LevelCase).
+template <class T>
+struct BroadcastRecvSource {
+  using outcome_type = BroadcastResult<T>;
+  using Receiver = typename Broadcast<T>::Receiver;
+  static BroadcastRecvSource of(Receiver& rx) {
+    if (Broadcast<T>::of(rx) == nullptr) throw std::logic_error("shoal::on_recv: the broadcast receiver is moved from");
+    return BroadcastRecvSource{&rx};
+  }
+  Receiver* r;
+  Broadcast<T>& b() const noexcept { return *Broadcast<T>::of(*r); }
+  SpinLock& lock() const noexcept { return b().lock_; }
+  WaitList& waiters() const noexcept { return b().waiters_; }
+  bool ready_locked() const noexcept { return Broadcast<T>::next_of(*r) != b().tail_ || b().closed_; }
+  BroadcastResult<T> take() {
+    WaitSection sec(b().lock_);
+    BroadcastResult<T> out;
+    (void)b().take_locked(Broadcast<T>::next_of(*r), out);  // something is there: the position only moves forward
+    return out;
+  }
+};
+}  // namespace detail
 
 /// A select case (channel/select.hpp): `rx`'s next result from its
 /// Broadcast, as recv() gives it (a value, the lag, or the end). Nothing is
@@ -283,8 +298,9 @@ class Broadcast<T>::Receiver {
 /// Throws: std::logic_error for a moved-from receiver.
 template <class R>
   requires std::is_same_v<R, typename Broadcast<typename R::value_type>::Receiver>
-detail::LevelCase<typename R::CaseSource> on_recv(R& rx) {
-  return detail::LevelCase<typename R::CaseSource>(R::CaseSource::of(rx));
+detail::LevelCase<detail::BroadcastRecvSource<typename R::value_type>> on_recv(R& rx) {
+  using Source = detail::BroadcastRecvSource<typename R::value_type>;
+  return detail::LevelCase<Source>(Source::of(rx));
 }
 
 }  // namespace shoal

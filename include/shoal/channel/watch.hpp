@@ -21,6 +21,11 @@
 
 namespace shoal {
 
+namespace detail {
+template <class T>
+struct WatchChangedSource;
+}  // namespace detail
+
 /// The latest value of something, and a wait for it to change: a receiver
 /// sees the newest value, never a queue of old ones. Owned by the code that
 /// sends; it must outlive its receivers' waits (destroying it while one
@@ -86,6 +91,11 @@ class Watch {
   }
 
  private:
+  friend struct detail::WatchChangedSource<T>;
+  // A receiver's watch and seen version, for WatchChangedSource (Receiver
+  // befriends Watch).
+  static Watch& of(Receiver& r) noexcept { return *r.w_; }
+  static std::uint64_t& seen_of(Receiver& r) noexcept { return r.seen_; }
   mutable detail::SpinLock lock_;
   detail::WaitList waiters_;
   T value_;
@@ -104,10 +114,10 @@ class Watch<T>::Receiver {
     /// Waits for a version newer than `r` saw; made by changed().
     explicit Awaiter(Receiver* r) noexcept
         : detail::LevelWaiter<Awaiter>(r->w_->lock_, r->w_->waiters_, "shoal::Watch::Receiver::changed"), r_(r) {}
-    bool ready_locked() const noexcept { return CaseSource{r_}.ready_locked(); }
+    bool ready_locked() const noexcept { return detail::WatchChangedSource<T>{r_}.ready_locked(); }
     bool await_resume() {
       this->throw_if_cancelled();
-      return CaseSource{r_}.take();
+      return detail::WatchChangedSource<T>{r_}.take();
     }
 
    private:
@@ -158,21 +168,28 @@ class Watch<T>::Receiver {
  public:
   using value_type = T;  ///< what the watch holds
 
-  /// on_changed's source (detail::LevelCase).
-  struct CaseSource {
-    using outcome_type = bool;
-    Receiver* r;
-    detail::SpinLock& lock() const noexcept { return r->w_->lock_; }
-    detail::WaitList& waiters() const noexcept { return r->w_->waiters_; }
-    bool ready_locked() const noexcept { return r->w_->version_ != r->seen_ || r->w_->closed_; }
-    bool take() noexcept {
-      detail::WaitSection sec(r->w_->lock_);
-      if (r->w_->version_ == r->seen_) return false;  // closed, nothing newer
-      r->seen_ = r->w_->version_;
-      return true;
-    }
-  };
 };
+
+namespace detail {
+/// on_changed's source for a Watch receiver (detail::LevelCase); also what
+/// changed() checks and takes.
+template <class T>
+struct WatchChangedSource {
+  using outcome_type = bool;
+  typename Watch<T>::Receiver* r;
+  Watch<T>& w() const noexcept { return Watch<T>::of(*r); }
+  SpinLock& lock() const noexcept { return w().lock_; }
+  WaitList& waiters() const noexcept { return w().waiters_; }
+  bool ready_locked() const noexcept { return w().version_ != Watch<T>::seen_of(*r) || w().closed_; }
+  bool take() noexcept {
+    WaitSection sec(w().lock_);
+    std::uint64_t& seen = Watch<T>::seen_of(*r);
+    if (w().version_ == seen) return false;  // closed, nothing newer
+    seen = w().version_;
+    return true;
+  }
+};
+}  // namespace detail
 
 /// A select case (channel/select.hpp): `rx`'s watch holds a value newer
 /// than the one `rx` saw, now marked seen (true; read it with get()), or is
@@ -180,8 +197,9 @@ class Watch<T>::Receiver {
 /// marked unless this case wins.
 template <class R>
   requires std::is_same_v<R, typename Watch<typename R::value_type>::Receiver>
-detail::LevelCase<typename R::CaseSource> on_changed(R& rx) noexcept {
-  return detail::LevelCase<typename R::CaseSource>(typename R::CaseSource{&rx});
+detail::LevelCase<detail::WatchChangedSource<typename R::value_type>> on_changed(R& rx) noexcept {
+  using Source = detail::WatchChangedSource<typename R::value_type>;
+  return detail::LevelCase<Source>(Source{&rx});
 }
 
 }  // namespace shoal

@@ -48,6 +48,7 @@ class CancelScope {
   /// checkpoint after run returns). Its own cancel() and `deadline` still
   /// cut the task off: async cleanup with a time limit.
   static constexpr Shield kShield{};
+  /// A shield (pass kShield), with its own `deadline` if given.
   explicit CancelScope(Shield, Clock::time_point deadline = Clock::time_point::max()) noexcept
       : deadline_(deadline), shield_(true) {}
   CancelScope(const CancelScope&) = delete;
