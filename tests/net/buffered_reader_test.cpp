@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "support/stream_io.hpp"
@@ -141,6 +142,12 @@ SHOAL_TEST(BufferedReaderTest, ReadExactPastTheEndSaysHowMuchCame) {
     }
   });
 }
+
+// Asking whether a reader can be moved must not recurse through its
+// stream constructor (clang 14 failed on a struct holding a Stream and its
+// BufferedReader, as the cookbook's Client does).
+static_assert(!std::is_move_constructible_v<BufferedReader>);
+static_assert(!std::is_copy_constructible_v<BufferedReader>);
 
 // Any ByteStream: the reader's calls go through the stream's own.
 static_assert(!shoal::net::ByteStream<int>);

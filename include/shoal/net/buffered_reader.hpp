@@ -6,12 +6,14 @@
 //   while (auto line = co_await in.next_line(8192)) handle(*line);   // a string_view, no copy
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "shoal/net/byte_stream.hpp"
 #include "shoal/net/stream.hpp"
@@ -37,7 +39,8 @@ class LineTooLong : public std::runtime_error {
 class BufferedReader {
  public:
   /// `chunk`: how much one read asks the stream for (at least 64).
-  template <ByteStream S>
+  template <class S>
+    requires(!std::same_as<std::remove_cv_t<S>, BufferedReader> && ByteStream<S>)
   explicit BufferedReader(S& stream, std::size_t chunk = 4096) noexcept
       : in_(stream), chunk_(chunk < 64 ? 64 : chunk) {}
   BufferedReader(const BufferedReader&) = delete;
