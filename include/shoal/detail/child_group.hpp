@@ -12,15 +12,13 @@
 
 #include "shoal/detail/task_record.hpp"
 #include "shoal/detail/sync_shim.hpp"
+#include "shoal/detail/runtime_abi.hpp"
 
 namespace shoal::detail {
 
 /// True for an exception_ptr captured from a Cancelled, without a rethrow.
 bool is_cancelled_exception(const std::exception_ptr& e) noexcept;
 
-/// Reports `e` to the runtime's on_suppressed_fault (default: one line on
-/// stderr). Out of line, noexcept, allocation-free by default.
-void report_suppressed_fault(Scheduler* s, const std::exception_ptr& e) noexcept;
 
 /// The first fault of a group, latched once by whichever child (or body)
 /// gets there first on any worker; every later fault is counted and

@@ -17,6 +17,7 @@
 #include "shoal/detail/raise.hpp"
 #include "shoal/detail/spin_lock.hpp"
 #include "shoal/detail/sync_shim.hpp"
+#include "shoal/detail/runtime_abi.hpp"
 
 namespace shoal::detail {
 
@@ -254,41 +255,6 @@ inline void end_soft_pin(TaskRecord* f) noexcept {
   }
 }
 
-/// `f` starts a wait: a lock's move ends here (whatever wakes it may run it
-/// anywhere); a channel's move lasts, counted as a budget yield, since its
-/// wakes come from the peers it moved to join.
-void soft_pin_at_wait(TaskRecord* f) noexcept;
-
-/// Ready to run: from a wake. Goes to the worker's LIFO slot when called on a worker.
-void schedule(TaskRecord* f) noexcept;
-/// A new child: to the back of the local queue (or the injector off-worker).
-void schedule_spawn(TaskRecord* f) noexcept;
-/// A spawned task is done (for RuntimeMetrics::tasks_live).
-void task_finished(TaskRecord& f) noexcept;
-/// A yield: to the back of the local queue, behind what is ready.
-void schedule_yield(TaskRecord* f) noexcept;
-
-/// Reschedules `f` at `h` behind the ready tasks, from inside an inline
-/// await_suspend; `awaiter` is that awaiter. Handing it to this opaque call
-/// pins the awaiter's stores before the hand-off: clang 14 may otherwise
-/// sink them past an inlined await_suspend (llvm#56301), into a frame that
-/// another worker is already running (a race TSan caught on
-/// CheckpointAwaiter). Every inline await_suspend that hands its coroutine
-/// on without first publishing `this` must yield through here.
-void yield_from(TaskRecord* f, std::coroutine_handle<> h, const void* awaiter) noexcept;
-/// Moves `f` (suspending at `h`; `awaiter` as for yield_from) to worker
-/// `to`, soft-pinned there until its next wait or 64 budget yields, or
-/// (`end_at_long_poll`) a budget yield after a poll that took long. False
-/// (nothing done) off a worker, on the deterministic executor, for a
-/// hard-pinned task, or when `to` is the current worker.
-bool migrate_from(TaskRecord* f, std::coroutine_handle<> h, std::uint8_t to, bool end_at_long_poll,
-                  const void* awaiter) noexcept;
-/// Pins `f` (not yet scheduled) to the calling worker: it will only ever run
-/// there. No effect off a worker or on the deterministic executor.
-void pin_to_current_worker(TaskRecord* f) noexcept;
-/// The task the current thread is running (null outside a task). Out of
-/// line on purpose: never cache a thread_local across a suspension.
-TaskRecord* current_record() noexcept;
 
 /// The cancellable-wait protocol, for any primitive a task can wait on:
 ///  1. `publish_hook(f, w)` before the wait is registered anywhere;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 
+#include "shoal/detail/runtime_abi.hpp"
 #include "shoal/detail/sync_shim.hpp"
 
 namespace shoal::detail {
@@ -37,7 +38,5 @@ inline void ThreadWake::notify() noexcept {
 }
 #endif
 
-/// True on one of a runtime's worker threads (where blocking is a bug).
-bool on_worker_thread() noexcept;
 
 }  // namespace shoal::detail
