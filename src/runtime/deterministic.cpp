@@ -1,6 +1,8 @@
 // The deterministic executor (see deterministic.hpp).
 #include "src/runtime/deterministic.hpp"
 
+#include <thread>
+
 #include "shoal/testing/step_hook.hpp"
 #include "src/runtime/frame_slabs.hpp"
 #include "src/runtime/scheduler.hpp"
@@ -17,6 +19,50 @@ void set_step_hook(const StepHook* hook) noexcept { detail::g_step_hook.store(ho
 
 namespace shoal::detail {
 
+DeterministicExecutor::DeterministicExecutor(Scheduler& sched, std::uint64_t seed) : sched_(sched), rng_(seed) {
+  auto w = std::make_unique<Worker>();
+  w->sched = &sched;
+  w->slot = 0;
+  Worker* wp = w.get();
+  workers_.push_back(std::move(w));
+  wp->thread = std::thread([this, wp] {
+    tls_worker = wp;
+    run(*wp);
+    tls_worker = nullptr;
+  });
+}
+
+DeterministicExecutor::~DeterministicExecutor() { stop(); }
+
+void DeterministicExecutor::stop() noexcept {
+  Worker& w = *workers_[0];
+  sched_.unpark(w);
+  if (w.thread.joinable()) w.thread.join();
+  ForeignWake::wait_out(foreign_wakes_);
+}
+
+void DeterministicExecutor::schedule(TaskRecord* f) noexcept {
+  ForeignWake guard(foreign_wakes_);
+  push(f);
+  sched_.unpark(*workers_[0]);
+}
+
+void DeterministicExecutor::schedule_batch(bool own, TaskBatch& batch) noexcept {
+  if (own) {
+    push_all(batch);
+    return;
+  }
+  ForeignWake guard(foreign_wakes_);
+  push_all(batch);
+  sched_.unpark(*workers_[0]);
+}
+
+void DeterministicExecutor::blocking_finished() noexcept {
+  // A pool thread, after its wake: safe, the blocking pool joins it before
+  // this executor goes.
+  if (in_flight_.fetch_sub(1, std::memory_order_seq_cst) == 1) sched_.unpark(*workers_[0]);
+}
+
 void DeterministicExecutor::push_locked(TaskRecord* f) noexcept {
   try {
     ready_.push_back(f);
@@ -30,7 +76,7 @@ void DeterministicExecutor::push(TaskRecord* f) noexcept {
   push_locked(f);
 }
 
-void DeterministicExecutor::push_batch(TaskBatch& batch) noexcept {
+void DeterministicExecutor::push_all(TaskBatch& batch) noexcept {
   shim::lock_guard<shim::mutex> g(mu_);
   for (TaskRecord* f = batch.head; f != nullptr;) {
     TaskRecord* next = f->next;
@@ -52,7 +98,8 @@ TaskRecord* DeterministicExecutor::pick() noexcept {
   return overflow_.pop_front();
 }
 
-void DeterministicExecutor::run(Scheduler& s, Worker& w) noexcept {
+void DeterministicExecutor::run(Worker& w) noexcept {
+  Scheduler& s = sched_;
   Driver& d = s.driver();
   std::uint32_t steps = 0;
   for (;;) {

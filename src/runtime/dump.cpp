@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "src/runtime/scheduler.hpp"
+#include "src/runtime/worker_pool.hpp"
 
 namespace shoal::detail {
 namespace {
@@ -147,11 +148,15 @@ void write_task(std::ostream& out, TaskRecord* f, const std::string& indent, boo
 void Scheduler::dump(std::ostream& out) const {
   static const char* const kActivity[] = {"running", "searching", "parked"};
   auto& d = const_cast<Driver&>(driver_);
-  out << "shoal runtime " << static_cast<const void*>(this) << ": " << workers_.size() << " workers"
-      << (det_ ? " (deterministic)" : "") << ", injector " << injector_.size() << ", searching "
-      << idle_.searching() << ", unparked " << idle_.unparked() << ", backend " << d.backend_name() << ", timers "
-      << d.timer_count() << "\n";
-  for (auto& w : workers_) {
+  out << "shoal runtime " << static_cast<const void*>(this) << ": " << workers().size() << " workers";
+  if (pool_) {
+    out << ", injector " << pool_->injector_size() << ", searching " << pool_->searching() << ", unparked "
+        << pool_->unparked();
+  } else {
+    out << " (deterministic)";
+  }
+  out << ", backend " << d.backend_name() << ", timers " << d.timer_count() << "\n";
+  for (auto& w : workers()) {
     out << "  worker " << w->index << ": " << kActivity[w->activity.load(std::memory_order_relaxed)]
         << ", local queue " << w->local.size() << ", polls " << w->polls.load(std::memory_order_relaxed)
         << ", parker " << w->parker.state() << "\n";

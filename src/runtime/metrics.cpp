@@ -5,6 +5,7 @@
 #include <string>
 
 #include "src/runtime/scheduler.hpp"
+#include "src/runtime/worker_pool.hpp"
 
 namespace shoal {
 namespace detail {
@@ -24,10 +25,10 @@ std::size_t count_nodes(CancelNode* n) noexcept {
 
 RuntimeMetrics Scheduler::metrics() const {
   RuntimeMetrics m;
-  m.workers.reserve(workers_.size());
+  m.workers.reserve(workers().size());
   std::uint64_t spawned = foreign_spawns_.load(std::memory_order_relaxed);
   std::uint64_t finished = foreign_finishes_.load(std::memory_order_relaxed);
-  for (const auto& w : workers_) {
+  for (const auto& w : workers()) {
     WorkerMetrics wm;
     wm.polls = w->polls.load(std::memory_order_relaxed);
     wm.spawns = w->spawns.load(std::memory_order_relaxed);
@@ -49,7 +50,7 @@ RuntimeMetrics Scheduler::metrics() const {
     // The roots themselves are the runtime's, not scopes a user opened.
     for (CancelNode* n : roots_) m.scopes_live += count_nodes(n) - 1;
   }
-  m.injector_queue = injector_.size();
+  m.injector_queue = pool_ ? pool_->injector_size() : 0;
   auto& d = const_cast<Driver&>(driver_);
   m.io_events = d.io_events();
   m.timers_fired = d.timers_fired();

@@ -3,7 +3,7 @@
 //
 // The driver is held only by a parked worker (or for a moment by a busy
 // worker's non-blocking poll). A worker that leaves the driver with one task
-// runs it itself and wakes nobody (scheduler.cpp, run_woken); if that task
+// runs it itself and wakes nobody (worker_pool.cpp, run_woken); if that task
 // then computes for seconds, every other worker may be asleep on its futex
 // and nobody is in the driver: no socket and no timer is served. Waking a
 // sleeper to take over the driver each time a worker leaves it would cost a
@@ -28,7 +28,7 @@
 //
 // The watch also frees contention moves from a stuck worker. A task that
 // met a lock's holder (or a channel's home) on another worker moves there
-// (Scheduler::migrate) and waits in that worker's pinned inbox, where
+// (placement.hpp) and waits in that worker's pinned inbox, where
 // neither its deadline nor its canceller can reach it: it is queued, not
 // waiting. If that worker stays in one step (a body that computes for
 // 600 ms, or blocks in read(2) for a byte the moved task would write after
@@ -41,7 +41,9 @@
 #include <chrono>
 
 #include "src/runtime/futex.hpp"
+#include "src/runtime/placement.hpp"
 #include "src/runtime/scheduler.hpp"
+#include "src/runtime/worker_pool.hpp"
 
 namespace shoal::detail {
 namespace {
@@ -95,10 +97,8 @@ void Scheduler::root_done(shim::atomic<bool>& done) noexcept {
   wake_block_on_threads();
 }
 
-void Scheduler::left_park() noexcept {
-  if (watch_deep_.load(std::memory_order_seq_cst) && watch_deep_.exchange(false, std::memory_order_acq_rel)) {
-    wake_block_on_threads();
-  }
+void Scheduler::wake_watcher() noexcept {
+  if (watch_deep_.exchange(false, std::memory_order_acq_rel)) wake_block_on_threads();
 }
 
 void Scheduler::wait_root(const shim::atomic<bool>& done) noexcept {
@@ -130,7 +130,7 @@ void Scheduler::wait_root(const shim::atomic<bool>& done) noexcept {
   }
 }
 
-void Scheduler::free_stalled_moves() noexcept {
+void WorkerPool::free_stalled_moves() noexcept {
   for (auto& wp : workers_) {
     Worker& w = *wp;
     const std::uint64_t polls = w.polls.load(std::memory_order_relaxed);
@@ -143,8 +143,8 @@ void Scheduler::free_stalled_moves() noexcept {
     w.stalled_at.store(polls + 1, std::memory_order_relaxed);
     while (f != nullptr) {
       TaskRecord* next = f->next;
-      if ((f->flags & TaskRecord::kSoftPin) != 0) {
-        end_soft_pin(f);  // ours now: taken from the inbox, not running
+      if (placement::soft_pinned(f)) {
+        placement::end_soft_pin(f);  // ours now: taken from the inbox, not running
         inject(f);
       } else {
         (void)w.pinned.push_remote(f);  // the owner is awake (running), nobody to unpark
@@ -155,7 +155,7 @@ void Scheduler::free_stalled_moves() noexcept {
 }
 
 void Scheduler::watch_tick(WatchState& st) noexcept {
-  free_stalled_moves();
+  pool_->free_stalled_moves();
   const std::uint64_t turns = driver_.turns();
   const bool turned = turns != st.turns;
   st.turns = turns;
@@ -163,14 +163,14 @@ void Scheduler::watch_tick(WatchState& st) noexcept {
   if (driver_.held()) {
     // Held for a whole tick: the last worker to park waits in the backend.
     // If everyone is parked, nothing needs watching until one leaves park.
-    if (idle_.unparked() != 0) return;
+    if (pool_->unparked() != 0) return;
     watch_deep_.store(true, std::memory_order_seq_cst);
-    if (idle_.unparked_seq_cst() != 0) watch_deep_.store(false, std::memory_order_relaxed);
+    if (pool_->unparked_seq_cst() != 0) watch_deep_.store(false, std::memory_order_relaxed);
     return;
   }
   // Abandoned for a whole tick: a sleeper takes it over. If every worker is
   // running, one of them polls within 61 tasks; if all compute, none can.
-  notify_parked();
+  pool_->notify_parked();
 }
 
 }  // namespace shoal::detail

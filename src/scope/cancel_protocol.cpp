@@ -85,7 +85,7 @@ namespace {
 // the list before we joined it set the flag before taking the lock we took
 // after, so our flag check sees it.
 void link_home(TaskRecord* f) noexcept {
-  soft_pin_at_wait(f);
+  placement_at_wait(f);
   if (f->home != nullptr && (f->flags & TaskRecord::kLinked) == 0) {
     f->home->add_record(f);
     f->flags |= TaskRecord::kLinked;

@@ -5,6 +5,7 @@
 
 #include "shoal/runtime/errors.hpp"
 #include "src/runtime/injector.hpp"
+#include "src/runtime/placement.hpp"
 
 namespace shoal {
 namespace {
@@ -21,7 +22,7 @@ void schedule(TaskRecord* f) noexcept {
 void schedule_spawn(TaskRecord* f) noexcept { schedule(f); }
 void schedule_yield(TaskRecord* f) noexcept { schedule(f); }
 // The model's moves set no pin, so a wait has none to end or count.
-void soft_pin_at_wait(TaskRecord* f) noexcept { end_soft_pin(f); }
+void placement_at_wait(TaskRecord* f) noexcept { placement::end_soft_pin(f); }
 void yield_from(TaskRecord* f, std::coroutine_handle<> h, const void*) noexcept {
   f->resume = h;
   schedule(f);

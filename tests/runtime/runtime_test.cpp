@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/runtime/placement.hpp"
 #include "src/runtime/scheduler.hpp"
 #include "support/manual_event.hpp"
 #include "support/test_support.hpp"
@@ -242,7 +243,7 @@ struct MoveTo {
   void await_resume() const noexcept {}
 };
 
-bool soft_pinned() { return (shoal::detail::current_record()->flags & shoal::detail::TaskRecord::kSoftPin) != 0; }
+bool soft_pinned() { return shoal::detail::placement::soft_pinned(shoal::detail::current_record()); }
 
 void spin_for(std::chrono::microseconds d) {
   const auto end = std::chrono::steady_clock::now() + d;

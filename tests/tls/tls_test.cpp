@@ -45,6 +45,14 @@ const Certs& certs() {
     Certs k;
     char tmpl[] = "/tmp/shoal-tls-XXXXXX";
     k.dir = ::mkdtemp(tmpl);
+    // Removed at exit: ctest runs each test in its own process, so one directory per test otherwise.
+    static const struct RemoveAtExit {
+      std::string dir;
+      ~RemoveAtExit() {
+        std::error_code ignored;
+        std::filesystem::remove_all(dir, ignored);
+      }
+    } remove_at_exit{k.dir};
     k.ca = k.dir + "/ca.pem";
     k.cert = k.dir + "/server.pem";
     k.key = k.dir + "/server.key";

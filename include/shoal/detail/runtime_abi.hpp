@@ -18,12 +18,12 @@ struct TimerEntry;
 
 using Clock = std::chrono::steady_clock;
 
-// ---- scheduling and placement (src/runtime/scheduler.cpp) -------------------
+// ---- scheduling (src/runtime/scheduler.cpp) and placement (placement.cpp) --
 
-/// `f` starts a wait: a lock's move ends here (whatever wakes it may run it
-/// anywhere); a channel's move lasts, counted as a budget yield, since its
-/// wakes come from the peers it moved to join.
-void soft_pin_at_wait(TaskRecord* f) noexcept;
+/// Placement's wait event: `f` starts a wait. A lock's contention move ends
+/// here (whatever wakes it may run it anywhere); a channel's lasts, counted
+/// as a budget yield, since its wakes come from the peers it moved to join.
+void placement_at_wait(TaskRecord* f) noexcept;
 
 /// Ready to run: from a wake. Goes to the worker's LIFO slot when called on a worker.
 void schedule(TaskRecord* f) noexcept;
@@ -42,15 +42,17 @@ void schedule_yield(TaskRecord* f) noexcept;
 /// CheckpointAwaiter). Every inline await_suspend that hands its coroutine
 /// on without first publishing `this` must yield through here.
 void yield_from(TaskRecord* f, std::coroutine_handle<> h, const void* awaiter) noexcept;
-/// Moves `f` (suspending at `h`; `awaiter` as for yield_from) to worker
+/// Placement's contention event: moves `f` (suspending at `h`; `awaiter` as
+/// for yield_from) to worker
 /// `to`, soft-pinned there until its next wait or 64 budget yields, or
 /// (`end_at_long_poll`) a budget yield after a poll that took long. False
 /// (nothing done) off a worker, on the deterministic executor, for a
 /// hard-pinned task, or when `to` is the current worker.
 bool migrate_from(TaskRecord* f, std::coroutine_handle<> h, std::uint8_t to, bool end_at_long_poll,
                   const void* awaiter) noexcept;
-/// Pins `f` (not yet scheduled) to the calling worker: it will only ever run
-/// there. No effect off a worker or on the deterministic executor.
+/// Placement's spawn_local event: pins `f` (not yet scheduled) to the
+/// calling worker: it will only ever run there. No effect off a worker or
+/// on the deterministic executor.
 void pin_to_current_worker(TaskRecord* f) noexcept;
 /// The task the current thread is running (null outside a task). Out of
 /// line on purpose: never cache a thread_local across a suspension.

@@ -53,7 +53,7 @@ struct TaskOwner {
   ~TaskOwner() = default;
 };
 
-inline constexpr std::uint16_t kBudget = 128;
+inline constexpr std::uint8_t kBudget = 128;
 
 /// A named task's label (TaskRecord::label_): owned by its record.
 struct TaskName {
@@ -72,6 +72,14 @@ struct TaskDescriber {
   void (*describe)(const TaskDescriber& self, std::string& out) = nullptr;
 };
 
+/// Where a task may run: the placement component's state
+/// (src/runtime/placement.hpp), written by the task itself or by whoever
+/// holds it suspended and unqueued.
+struct Placement {
+  std::uint16_t pin = 0;   // 1 + the only worker it runs on (spawn_local, a contention move); 0: any
+  std::uint16_t soft = 0;  // a contention move's pin: its kind and count (placement.hpp)
+};
+
 struct TaskRecord {
   TaskRecord* next = nullptr;                 // run-queue / batch link
   // A hint beside the link: the record kAhead places further on in an
@@ -87,14 +95,15 @@ struct TaskRecord {
   shim::atomic<WaitHook*> hook{nullptr};  // armed while suspended at a cancellable wait
   JoinCell* cell = nullptr;               // Scope::start: where the result goes (kStarted)
   PromiseBase* root = nullptr;            // the promise of the frame spawned as this task
-  std::uint16_t budget = kBudget;
+  std::uint8_t budget = kBudget;
   // JoinHandle::cancel(): this one child is cancelled. Seen at its checkpoints
   // only while it runs in `home` (nested nodes inherit it when entered).
   shim::atomic<bool> cancel_alone{false};
   // The worker that last ran it (kNoWorker: none yet, or past 254), written
   // by that worker as it resumes the task: where a contended lock's holder runs.
   std::uint8_t worker = kNoWorker;
-  std::uint32_t flags = 0;
+  std::uint8_t flags = 0;  // kStarted, kLinked, kCellValue
+  Placement place;
   // For Runtime::dump_tasks: where it was spawned, a file and line, or
   // (line 0) the text of callable_origin<F>() for a spawned callable; null
   // when unknown. A named task (rare) keeps both in a TaskName instead,
@@ -127,14 +136,9 @@ struct TaskRecord {
 
   static constexpr std::uint8_t kNoWorker = 0xff;
 
-  static constexpr std::uint32_t kStarted = 1;   // Scope::start: the result goes to `cell`
-  static constexpr std::uint32_t kLinked = 2;    // in home's task list (linked at its first wait)
-  static constexpr std::uint32_t kCellValue = 4;  // `cell` is a JoinCellValue (a non-void result)
-  static constexpr std::uint32_t kSoftPin = 8;   // pinned by a contention move (lock, channel), for some yields (a lock's: until its next wait)
-  static constexpr std::uint32_t kSoftPinYield = 16, kSoftPinYields = 0x3f0;  // yields (and a channel's waits) pinned through, 64 at most
-  static constexpr std::uint32_t kSoftPinPolls = 0x400;  // the soft pin also ends at a long poll (a channel's move)
-  static constexpr std::uint32_t kSoftPinLapsed = 0x800;  // a channel's pin ran out by count: its next push wakes nobody
-  static constexpr unsigned kPinShift = 16;      // flags >> kPinShift: 1 + the worker it is pinned to, or 0
+  static constexpr std::uint8_t kStarted = 1;    // Scope::start: the result goes to `cell`
+  static constexpr std::uint8_t kLinked = 2;     // in home's task list (linked at its first wait)
+  static constexpr std::uint8_t kCellValue = 4;  // `cell` is a JoinCellValue (a non-void result)
 
   /// seq_cst where a wait's re-check pairs with a canceller (Dekker).
   bool cancelled(std::memory_order mo = std::memory_order_acquire) const noexcept;
@@ -246,14 +250,6 @@ inline bool TaskRecord::cancelled(std::memory_order mo) const noexcept {
   return n->cancelled.load(mo) || (n == home && cancel_alone.load(mo));
 }
 
-/// Ends a pin that a contention move (lock or channel) set (TaskRecord::kSoftPin): the
-/// task is free to run anywhere again. Called by the task itself.
-inline void end_soft_pin(TaskRecord* f) noexcept {
-  if ((f->flags & TaskRecord::kSoftPin) != 0) {
-    f->flags &= (1u << TaskRecord::kPinShift) - 1 - TaskRecord::kSoftPin - TaskRecord::kSoftPinYields -
-                TaskRecord::kSoftPinPolls;
-  }
-}
 
 
 /// The cancellable-wait protocol, for any primitive a task can wait on:
