@@ -86,11 +86,11 @@ constexpr std::chrono::nanoseconds kKeepWarm = std::chrono::seconds(1);
 
 }  // namespace
 
-struct FrameCache {
+// The hook links an idle cache into the pool (guarded by g_pool_mu).
+struct FrameCache : ListHook<> {
   FreeBlock* local[kClasses] = {};
   std::size_t local_count[kClasses] = {};
   PushStack<FreeBlock, &FreeBlock::next> remote[kClasses];
-  FrameCache* next_free = nullptr;  // pool link (guarded by g_pool_mu)
 
   void* pop(std::size_t c) noexcept {
     FreeBlock* b = local[c];
@@ -129,17 +129,16 @@ struct FrameCache {
       }
       local_count[c] = 0;
     }
-    slab_source().give_back(spare);  // an exited thread's cache keeps no free slab resident
-    spare = nullptr;
+    slab_source().give_back(spares);  // an exited thread's cache keeps no free slab resident
     spare_count = 0;
   }
 
   /// A block from a slab: one given back to a slab, else a new one carved.
   /// Called when the local and remote lists are empty.
   void* refill(std::size_t c) {
-    if (Slab* s = partial[c]) {
+    if (Slab* s = partial[c].front()) {
       FreeBlock* b = s->free;
-      if (b->next == nullptr) unlist(c, s);  // its last: it leaves the list
+      if (b->next == nullptr) partial[c].remove(s);  // its last: it leaves the list
       s->free = b->next;
       ++s->in_use;
       return b;
@@ -166,11 +165,11 @@ struct FrameCache {
     Slab* s = slab_of(p);
     const std::size_t c = s->size_class;
     auto* b = static_cast<FreeBlock*>(p);
-    if (s->free == nullptr) list(c, s);
+    if (s->free == nullptr) partial[c].push_front(s);
     b->next = s->free;
     s->free = b;
     if (--s->in_use != 0) return;
-    unlist(c, s);
+    partial[c].remove(s);
     s->free = nullptr;
     if (s == carving[c]) {
       s->bump = s->start;  // carve it again from the start
@@ -181,16 +180,15 @@ struct FrameCache {
 
  private:
   Slab* new_slab(std::size_t c, bool populate) {
-    Slab* s = spare;
+    Slab* s = spares.pop_front();
     if (s != nullptr) {
-      spare = s->next;
       --spare_count;
     } else {
       s = slab_source().take();
       if (populate) ::madvise(s, kSlabBytes, kMadvPopulateWrite);  // a kernel without it: faults as usual
     }
     s->owner = this;
-    s->prev = s->next = nullptr;
+    s->next = nullptr;  // unlinked (a slab from the source is not in any list)
     s->free = nullptr;
     // Colour: each slab starts its blocks at a different line, so that the
     // first blocks of different classes and slabs do not all sit at one
@@ -208,8 +206,7 @@ struct FrameCache {
   // gives two batches back, so they drain while the frees go on, a batch
   // at a time rather than all at once on one task's path.
   void release(Slab* s) noexcept {
-    s->next = spare;
-    spare = s;
+    spares.push_front(s);
     ++spare_count;
     if (spare_count < kSpareSlabs || (spare_count - kSpareSlabs) % kGiveBackBatch != 0) return;
     const auto now = std::chrono::steady_clock::now();
@@ -221,45 +218,28 @@ struct FrameCache {
   }
 
  public:
-  /// Gives back up to a batch of the free slabs past kSpareSlabs (the most
-  /// recently freed, warmest, are kept); true if more are left to give.
+  /// Gives back up to a batch of the free slabs past kSpareSlabs, coldest
+  /// first (the most recently freed, warmest, are kept); true if more are
+  /// left to give.
   bool trim_batch() noexcept {
     if (spare_count <= kSpareSlabs) return false;
-    Slab* last_kept = spare;
-    for (std::size_t i = 1; i < kSpareSlabs; ++i) last_kept = last_kept->next;
-    Slab* first = last_kept->next;
-    Slab* last = first;
-    std::size_t n = 1;
-    for (; n < kGiveBackBatch && last->next != nullptr; ++n) last = last->next;
-    last_kept->next = last->next;
-    last->next = nullptr;
-    slab_source().give_back(first);
+    IntrusiveList<Slab> batch;
+    std::size_t n = 0;
+    for (; n < kGiveBackBatch && spare_count - n > kSpareSlabs; ++n) {
+      Slab* coldest = spares.back();
+      spares.remove(coldest);
+      batch.push_back(coldest);
+    }
+    slab_source().give_back(batch);
     spare_count -= n;
     if (spare_count > kSpareSlabs) return true;
     warm_since = std::chrono::steady_clock::now();
     return false;
   }
 
- private:
-  void list(std::size_t c, Slab* s) noexcept {
-    s->prev = nullptr;
-    s->next = partial[c];
-    if (partial[c] != nullptr) partial[c]->prev = s;
-    partial[c] = s;
-  }
-  void unlist(std::size_t c, Slab* s) noexcept {
-    if (s->free == nullptr) return;  // not listed
-    if (s->prev != nullptr) {
-      s->prev->next = s->next;
-    } else {
-      partial[c] = s->next;
-    }
-    if (s->next != nullptr) s->next->prev = s->prev;
-  }
-
   Slab* carving[kClasses] = {};  // where new blocks of each class are carved
-  Slab* partial[kClasses] = {};  // slabs with blocks given back
-  Slab* spare = nullptr;
+  IntrusiveList<Slab> partial[kClasses];  // slabs with blocks given back
+  IntrusiveList<Slab> spares;             // free slabs, the most recently freed first
   std::size_t spare_count = 0;
   std::size_t next_colour = 0;
   std::chrono::steady_clock::time_point warm_since{};  // since the spares last reached kSpareSlabs
@@ -268,7 +248,12 @@ struct FrameCache {
 namespace {
 
 shim::mutex g_pool_mu;
-FrameCache* g_pool = nullptr;
+// The caches of exited threads, for the next thread to adopt. Never
+// destroyed, as the caches themselves are not: a thread may exit after it.
+IntrusiveList<FrameCache>& idle_caches() {
+  static auto* pool = new IntrusiveList<FrameCache>();
+  return *pool;
+}
 
 // Adopts a cache on first use; hands it back to the pool at thread exit.
 thread_local bool tls_cache_dead = false;  // set once the slot is destroyed
@@ -319,12 +304,8 @@ struct CacheSlot {
   FrameCache* get() {
     if (cache == nullptr) {
       shim::lock_guard<shim::mutex> g(g_pool_mu);
-      if (g_pool != nullptr) {
-        cache = g_pool;
-        g_pool = cache->next_free;
-      } else {
-        cache = new FrameCache();  // never freed; see the note at the top
-      }
+      cache = idle_caches().pop_front();
+      if (cache == nullptr) cache = new FrameCache();  // never freed; see the note at the top
     }
     return cache;
   }
@@ -337,8 +318,7 @@ CacheSlot::~CacheSlot() {
     if (cache == nullptr) return;
     cache->release_local();
     shim::lock_guard<shim::mutex> g(g_pool_mu);
-    cache->next_free = g_pool;
-    g_pool = cache;
+    idle_caches().push_front(cache);
     cache = nullptr;
 }
 

@@ -56,11 +56,11 @@ Slab* SlabSource::take() {
   return reinterpret_cast<Slab*>(base);
 }
 
-void SlabSource::give_back(Slab* list) noexcept {
+void SlabSource::give_back(IntrusiveList<Slab>& list) noexcept {
   Slab* batch[kGiveBackBatch];
-  while (list != nullptr) {
+  while (!list.empty()) {
     std::size_t n = 0;
-    for (; list != nullptr && n < kGiveBackBatch; list = list->next) batch[n++] = list;
+    while (n < kGiveBackBatch && !list.empty()) batch[n++] = list.pop_front();
     std::sort(batch, batch + n);
     for (std::size_t i = 0; i < n;) {
       std::size_t j = i + 1;

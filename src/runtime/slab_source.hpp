@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shoal/detail/intrusive_list.hpp"
 #include "shoal/detail/sync_shim.hpp"
 #include "src/runtime/frame_slabs.hpp"
 
@@ -32,10 +33,10 @@ constexpr std::size_t kColours = 16;  // start offsets, a line apart (at most 96
 constexpr std::size_t kChunkSlabs = 32;  // slabs are mapped 2 MiB at a time
 constexpr std::size_t kGiveBackBatch = 32;  // how many go back to the system at once
 
-struct Slab {
+/// The hook links it into one of its cache's lists: the slabs of its
+/// class with returned blocks, or the free slabs kept as spares.
+struct Slab : ListHook<> {
   FrameCache* owner;  // the cache its blocks belong to
-  Slab* prev;         // the cache's list of slabs with returned blocks
-  Slab* next;         //   (for this slab's class), or the cache's spares
   FreeBlock* free;    // blocks given back to this slab
   char* bump;         // the next block never handed out
   std::uint32_t in_use;  // handed out and not given back here
@@ -84,10 +85,10 @@ class SlabSource {
   /// else from a new chunk. Throws std::bad_alloc (out of address space or
   /// memory).
   Slab* take();
-  /// Gives the pages of a list of slabs (linked through next) back to the
-  /// system: sorted, so that slabs carved side by side, and freed side by
-  /// side after a burst, go in one madvise (and one TLB shootdown) per run.
-  void give_back(Slab* list) noexcept;
+  /// Gives the pages of the slabs in `list` back to the system (and empties
+  /// it): sorted, so that slabs carved side by side, and freed side by side
+  /// after a burst, go in one madvise (and one TLB shootdown) per run.
+  void give_back(IntrusiveList<Slab>& list) noexcept;
   FrameSlabStats stats() {
     shim::lock_guard<shim::mutex> g(mu_);
     const auto uncarved = static_cast<std::size_t>(chunk_end_ - chunk_next_) / kSlabBytes;
