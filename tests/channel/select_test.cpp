@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "shoal/channel/broadcast.hpp"
+#include "shoal/channel/oneshot.hpp"
 #include "shoal/channel/select.hpp"
 #include "shoal/channel/watch.hpp"
 #include "support/test_support.hpp"
@@ -330,6 +331,49 @@ SHOAL_TEST(SelectTest, ABroadcastToASelectThatEndedAnotherWayWakesNobodyTwice) {
       co_return;
     });
   }
+}
+
+// A oneshot receiver is a case: "the reply, or the shutdown, whichever
+// first". The value is never lost: a select that another case won leaves it
+// for recv; a sender dropped unsent makes the winning case throw.
+SHOAL_TEST(SelectTest, AOneshotIsACaseThatLosesNoValueAndThrowsForADroppedSender) {
+  for (int round = 0; round < 200; ++round) {
+    auto ends = shoal::oneshot<int>();
+    auto& tx = ends.first;
+    auto& rx = ends.second;
+    shoal::Notify n;
+    int got = -1;
+    bool notified = false;
+    co_await shoal::scope([&](Scope& s) -> Task<void> {
+      s.spawn([&]() -> Task<void> {
+        auto r = co_await shoal::select(shoal::on_recv(rx), shoal::on_notify(n));
+        if (r.index() == 0) {
+          got = std::get<0>(r);
+        } else {
+          notified = true;
+        }
+      });
+      s.spawn([&]() -> Task<void> {
+        n.notify_one();
+        co_return;
+      });
+      s.spawn([&]() -> Task<void> {
+        EXPECT_TRUE(tx.send(round));
+        co_return;
+      });
+      co_return;
+    });
+    if (notified) {
+      auto kept = rx.try_recv();
+      SHOAL_CO_ASSERT(kept.has_value());  // the select that lost left the value
+      EXPECT_EQ(*kept, round);
+    } else {
+      EXPECT_EQ(got, round);
+    }
+  }
+  auto [tx, rx] = shoal::oneshot<std::string>();
+  { auto gone = std::move(tx); }
+  EXPECT_THROW((void)co_await shoal::select(shoal::on_recv(rx)), shoal::SenderDropped);
 }
 
 SHOAL_TEST(SelectTest, InACancelledScopeItThrowsWithoutTakingAnything) {

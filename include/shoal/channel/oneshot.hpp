@@ -33,6 +33,10 @@ template <class T>
 class OneshotReceiver;
 template <class T>
 std::pair<OneshotSender<T>, OneshotReceiver<T>> oneshot();
+namespace detail {
+template <class T>
+struct OneshotRecvSource;
+}  // namespace detail
 
 namespace detail {
 
@@ -94,7 +98,7 @@ class OneshotSender {
     {
       detail::WaitSection sec(st_->lock);
       st_->value.emplace(std::move(v));
-      if (detail::Waiter* w = st_->waiters.pop_front()) sec.wake(w);
+      detail::wake_one(st_->waiters, sec);
     }
     const bool received = st_->refs.load(std::memory_order_acquire) == 2;
     std::exchange(st_, nullptr)->release();
@@ -109,7 +113,7 @@ class OneshotSender {
     {
       detail::WaitSection sec(st_->lock);
       st_->sender_gone = true;
-      if (detail::Waiter* w = st_->waiters.pop_front()) sec.wake(w);
+      detail::wake_one(st_->waiters, sec);
     }
     std::exchange(st_, nullptr)->release();
   }
@@ -195,8 +199,38 @@ class OneshotReceiver {
   void check(const char* what) const {
     if (st_ == nullptr) throw std::logic_error(std::string("shoal::OneshotReceiver::") + what + ": moved from");
   }
+  friend struct detail::OneshotRecvSource<T>;
   detail::OneshotState<T>* st_;
 };
+
+namespace detail {
+/// on_recv's source for a oneshot receiver (detail::LevelCase).
+template <class T>
+struct OneshotRecvSource {
+  using outcome_type = T;
+  static OneshotRecvSource of(OneshotReceiver<T>& rx) {
+    rx.check("on_recv");
+    return OneshotRecvSource{rx.st_};
+  }
+  OneshotState<T>* st;
+  SpinLock& lock() const noexcept { return st->lock; }
+  WaitList& waiters() const noexcept { return st->waiters; }
+  bool ready_locked() const noexcept { return st->ready_locked(); }
+  T take() {
+    WaitSection sec(st->lock);
+    return st->take_locked();
+  }
+};
+}  // namespace detail
+
+/// A select case (channel/select.hpp): `rx`'s value, as recv() gives it.
+/// Nothing is taken unless this case wins.
+/// Throws: std::logic_error for a moved-from receiver; when the case wins,
+///   what recv() throws (SenderDropped; std::logic_error once received).
+template <class T>
+detail::LevelCase<detail::OneshotRecvSource<T>> on_recv(OneshotReceiver<T>& rx) {
+  return detail::LevelCase<detail::OneshotRecvSource<T>>(detail::OneshotRecvSource<T>::of(rx));
+}
 
 /// A new oneshot: the two ends, sender first. One allocation.
 /// Throws: std::bad_alloc.

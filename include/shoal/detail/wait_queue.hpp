@@ -269,6 +269,15 @@ inline void wake_all(WaitList& l, WakeList& sec) noexcept {
   }
 }
 
+/// Wakes the first waiter of `l` that a waker may complete (dead select
+/// cases are dropped on the way): one value, one taker.
+inline void wake_one(WaitList& l, WakeList& sec) noexcept {
+  if (Waiter* w = claim_front(l)) {
+    w->unlink_locked();
+    sec.wake(w);
+  }
+}
+
 /// A primitive's lock held for one step: released on every way out (a
 /// throwing move of a user's value included), then every waiter the step
 /// claimed is woken.

@@ -60,7 +60,7 @@ struct CompletionsState {
   void queue_if_complete_locked(Slot& s, WakeList& sec) noexcept {
     if (!s.started || !s.finished) return;
     ready.push_back(&s);
-    if (Waiter* w = waiters.pop_front()) sec.wake(w);
+    wake_one(waiters, sec);
   }
   /// Called from the child as its body ends (its result is about to be set).
   void finished(std::uint32_t k) noexcept {
