@@ -59,16 +59,16 @@ void Scope::finish_started(detail::TaskRecord& f, detail::PromiseBase& p, std::c
     faulted_ = c;
     node_.lock.unlock();
   }
-  const std::uintptr_t w = c->join.exchange(JoinCell::kDone, std::memory_order_acq_rel);
-  if (w == JoinCell::kAbandoned) {  // the handle went first: nobody will take it
+  const std::uint64_t w = c->join.exchange(JoinCell::kDone, std::memory_order_acq_rel);
+  if ((w & JoinCell::kAbandoned) != 0) {  // the handle went first: nobody will take it
     if (deferred) report_undelivered(*c);
     if (has_value) {
       static_cast<detail::JoinCellValue*>(c)->drop(c);
     } else {
       detail::free_join_cell(static_cast<detail::JoinCellOf<void>*>(c));
     }
-  } else if (w > JoinCell::kAbandoned) {
-    auto* jw = reinterpret_cast<detail::JoinWaiter*>(w);
+  } else if ((w & JoinCell::kWaiting) != 0) {  // we cleared the bit: the wake is ours
+    detail::WordWaiter* jw = c->waiter;
     detail::TaskRecord* waiter = jw->waiter;
     detail::disarm_wait(waiter, jw);
     detail::schedule(waiter);

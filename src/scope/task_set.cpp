@@ -3,11 +3,9 @@
 // One word, state_, holds the live-children count and the body's wait:
 // only the body takes slots, and it is the only task that can wait on the
 // set, so "a slot is free" stays true once seen and a single waiter bit is
-// enough. Whoever clears kAdmitWait (a finishing child, close(), or a
-// canceller through cancel_wait) owns the body's wake. A canceller that
-// finds the body published but not yet registered leaves kCancelPending, so
-// the body's registration fails instead of sleeping through the cancel
-// (the same shape as a JoinHandle's kJoinCancelPending).
+// enough. The body's wait is a WordWaiter's (detail/task_record.hpp):
+// whoever clears kAdmitWait or kIdleWait (a finishing child, close(), or a
+// canceller through cancel_wait) owns the body's wake.
 #include "shoal/scope/task_set.hpp"
 
 #include <new>
@@ -41,64 +39,49 @@ void TaskSet::release_slot() noexcept {
   state_.fetch_sub(kOne, std::memory_order_acq_rel);
 }
 
-TaskSet::Outcome TaskSet::admit_or_wait(detail::TaskRecord* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept {
+TaskSet::Outcome TaskSet::admit_or_wait(detail::TaskRecord* f, detail::WordWaiter* hook,
+                                        std::coroutine_handle<> h) noexcept {
   if (f != body_) return Outcome::misuse;
   if (f->cancelled()) return Outcome::cancelled;
   if (try_admit()) return Outcome::admitted;
   if (closed()) return Outcome::closed;
-  return register_wait(f, hook, h, kAdmitWait);
+  return register_wait(f, hook, h, false);
 }
 
-TaskSet::Outcome TaskSet::idle_or_wait(detail::TaskRecord* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept {
+TaskSet::Outcome TaskSet::idle_or_wait(detail::TaskRecord* f, detail::WordWaiter* hook,
+                                       std::coroutine_handle<> h) noexcept {
   if (f != body_) return Outcome::misuse;
   if (f->cancelled()) return Outcome::cancelled;
   if ((state_.load(std::memory_order_acquire) >> kCountShift) == 0) return Outcome::admitted;
-  return register_wait(f, hook, h, kIdleWait);
+  return register_wait(f, hook, h, true);
 }
 
 // The body's wait for a free slot (kAdmitWait) or for no live child
-// (kIdleWait). `admitted` means the condition held after all (for
+// (kIdleWait, `idle`). `admitted` means the condition held after all (for
 // kAdmitWait the slot is then taken).
-TaskSet::Outcome TaskSet::register_wait(detail::TaskRecord* f, detail::WaitHook* hook, std::coroutine_handle<> h,
-                                        std::uint64_t bit) noexcept {
+TaskSet::Outcome TaskSet::register_wait(detail::TaskRecord* f, detail::WordWaiter* hook, std::coroutine_handle<> h,
+                                        bool idle) noexcept {
   f->resume = h;
   admit_hook_ = hook;
-  // A mark left by a canceller of an earlier wait (no hook is armed now, so
-  // nobody sets it concurrently).
-  if ((state_.load(std::memory_order_relaxed) & kCancelPending) != 0) clear_cancel_pending();
-  if (!detail::arm_wait(f, hook)) return Outcome::cancelled;
-  std::uint64_t v = state_.load(std::memory_order_acquire);
-  for (;;) {
-    Outcome done = Outcome::waiting;
-    if ((v & kCancelPending) != 0) {
-      state_.fetch_and(~kCancelPending, std::memory_order_acq_rel);
-      done = Outcome::cancelled;
-    } else if (bit == kAdmitWait && (v & kClosed) != 0) {
+  Outcome done = Outcome::admitted;
+  const auto r = hook->register_wait(state_, f, [&](std::uint64_t& v) noexcept {
+    if (idle) return (v >> kCountShift) == 0 ? 1 : 0;
+    if ((v & kClosed) != 0) {
       done = Outcome::closed;
-    } else if (bit == kAdmitWait && (v >> kCountShift) < limit_) {
-      if (!state_.compare_exchange_weak(v, v + kOne, std::memory_order_acq_rel)) continue;
-      done = Outcome::admitted;
-    } else if (bit == kIdleWait && (v >> kCountShift) == 0) {
-      done = Outcome::admitted;
-    } else if (state_.compare_exchange_weak(v, v | bit, std::memory_order_acq_rel)) {
+      return 1;
+    }
+    if ((v >> kCountShift) >= limit_) return 0;
+    return state_.compare_exchange_weak(v, v + kOne, std::memory_order_acq_rel) ? 1 : -1;
+  });
+  switch (r) {
+    case detail::WordWaiter::Registered::waiting:
       return Outcome::waiting;  // nothing may touch the awaiter from here on
-    } else {
-      continue;
-    }
-    detail::disarm_wait(f, hook);
-    return done;
+    case detail::WordWaiter::Registered::cancelled:
+      return Outcome::cancelled;
+    case detail::WordWaiter::Registered::not_needed:
+      break;
   }
-}
-
-bool TaskSet::cancel_admission_wait(std::uint64_t bit) noexcept {
-  std::uint64_t v = state_.load(std::memory_order_acquire);
-  for (;;) {
-    if ((v & bit) != 0) {
-      if (state_.compare_exchange_weak(v, v & ~bit, std::memory_order_acq_rel)) return true;
-    } else if (state_.compare_exchange_weak(v, v | kCancelPending, std::memory_order_acq_rel)) {
-      return false;  // not registered yet (its CAS fails), or already woken
-    }
-  }
+  return done;
 }
 
 void TaskSet::close() noexcept {

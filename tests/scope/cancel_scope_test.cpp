@@ -7,8 +7,10 @@
 #include <thread>
 #include <vector>
 
+#include "shoal/channel/select.hpp"
 #include "shoal/scope/cancel_scope.hpp"
 #include "shoal/scope/completions.hpp"
+#include "shoal/sync/event.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -283,6 +285,36 @@ SHOAL_TEST(CompletionsTest, ACancelledNextTakesNothing) {
     go.notify_one();
     EXPECT_EQ(co_await done.next(), true);
     EXPECT_EQ(co_await done.next(), false);
+  });
+}
+
+// on_next: "the next result, or the shutdown, whichever first" in one
+// select. A select that another case won takes nothing.
+SHOAL_TEST(CompletionsTest, IsASelectCaseThatTakesNothingWhenItLoses) {
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    shoal::Completions<int> done(s);
+    shoal::Event shutdown;
+    shoal::Notify go;
+    done.start([&]() -> Task<int> {
+      co_await go.wait();
+      co_return 7;
+    });
+    shutdown.set();
+    auto lost = co_await shoal::select(shoal::on_next(done), shoal::on_event(shutdown));
+    EXPECT_EQ(lost.index(), 1u);
+    EXPECT_EQ(done.pending(), 1u);
+    shoal::Event never;
+    s.spawn([&]() -> Task<void> {
+      go.notify_one();
+      co_return;
+    });
+    auto got = co_await shoal::select(shoal::on_next(done), shoal::on_event(never));
+    SHOAL_CO_ASSERT(got.index() == 0u);
+    EXPECT_EQ(std::get<0>(got), std::optional<int>(7));
+    EXPECT_EQ(done.pending(), 0u);
+    auto end = co_await shoal::select(shoal::on_next(done), shoal::on_event(never));
+    SHOAL_CO_ASSERT(end.index() == 0u);
+    EXPECT_FALSE(std::get<0>(end).has_value()) << "none pending: the end, at once";
   });
 }
 

@@ -26,6 +26,7 @@ struct TaskRecord;
 struct CancelNode;
 struct PromiseBase;
 struct JoinCell;
+class WordWaiter;
 struct InNodeTag;   // a task record in its scope's node
 struct ChildTag;    // a cancel node among its parent's children
 
@@ -157,15 +158,17 @@ using RecordList = IntrusiveList<TaskRecord, InNodeTag>;
 /// What a Scope::start child leaves for its JoinHandle. The child's frame
 /// and record go when it finishes (its arguments and locals die then, as a
 /// spawned child's do); its result moves here, so a finished child costs
-/// only its cell (32 bytes for a void one) until the handle takes or drops
+/// only its cell (40 bytes for a void one) until the handle takes or drops
 /// it. The handle owns the cell; one dropped while the child runs leaves it
 /// to the child (kAbandoned).
 struct JoinCell {
-  static constexpr std::uintptr_t kRunning = 0, kDone = 1, kCancelPending = 2, kAbandoned = 3;
-  // One of the above, or the JoinWaiter* of the task waiting (always above
-  // kAbandoned); whoever swaps a waiter out owns its wake. kCancelPending:
-  // the waiter's canceller came between its hook and its registration.
-  shim::atomic<std::uintptr_t> join{kRunning};
+  // The join word (a WordWaiter's): 0 while the child runs, kDone once it
+  // finished, kAbandoned once the handle went first; kWaiting while a task
+  // waits (`waiter`, written before the bit is set); bit 0 is the
+  // WordWaiter's kCancelPending.
+  static constexpr std::uint64_t kDone = 2, kAbandoned = 4, kWaiting = 8;
+  shim::atomic<std::uint64_t> join{0};
+  WordWaiter* waiter = nullptr;
   // The child's record while it runs, | 1 once a JoinHandle::cancel() has
   // marked it: the finishing child then passes through the node's lock
   // before its record goes, so the canceller (under that lock) never uses
@@ -273,6 +276,64 @@ bool arm_wait(TaskRecord* f, WaitHook* w) noexcept;
 /// Clears the hook after the wait ended (either way); waits out a canceller
 /// that is inspecting it.
 void disarm_wait(TaskRecord* f, WaitHook* w) noexcept;
+
+/// One task's wait on a word that its owner's state shares (a Scope::start
+/// child's join word, a TaskSet's state): lock-free, one waiter at a time.
+/// Tokio's AtomicWaker shape, with the owner's state in the same word so
+/// that "check, then wait" is one CAS. The waiter sets its bit with that
+/// CAS; whoever clears the bit owns the wake (disarm_wait, then schedule
+/// `waiter`). A canceller that finds the bit clear leaves kCancelPending
+/// (bit 0 of every such word): a waiter that armed its hook but has not
+/// registered then fails its CAS and cancels itself.
+class WordWaiter : public WaitHook {
+ public:
+  static constexpr std::uint64_t kCancelPending = 1;
+  enum class Registered : std::uint8_t { waiting, cancelled, not_needed };
+
+  /// Registers `f` (its `resume` set) as `word`'s waiter: arms this hook,
+  /// then asks `check(v)` of the word's value: 0 to wait (the bit is set),
+  /// 1 not to (the condition holds; `check` may have CASed the word
+  /// itself), -1 to look again (its CAS failed and updated `v`). On
+  /// `waiting` nothing may touch *this any more; on the others the hook is
+  /// disarmed again.
+  template <class Check>
+  Registered register_wait(shim::atomic<std::uint64_t>& word, TaskRecord* f, Check&& check) noexcept {
+    word_ = &word;
+    waiter = f;
+    // A mark left by a canceller of an earlier wait (no hook is armed now,
+    // so nobody sets it concurrently).
+    if ((word_->load(std::memory_order_relaxed) & kCancelPending) != 0) clear_pending();
+    if (!arm_wait(f, this)) return Registered::cancelled;
+    std::uint64_t v = word_->load(std::memory_order_acquire);
+    for (;;) {
+      Registered r = Registered::not_needed;
+      if ((v & kCancelPending) != 0) {
+        clear_pending();
+        r = Registered::cancelled;
+      } else if (const int c = check(v); c < 0) {
+        continue;
+      } else if (c == 0) {
+        if (word_->compare_exchange_weak(v, v | bit_, std::memory_order_acq_rel)) return Registered::waiting;
+        continue;
+      }
+      disarm_wait(f, this);
+      return r;
+    }
+  }
+  /// Clears a canceller's mark (the waiter, once it runs again).
+  void clear_pending() noexcept { word_->fetch_and(~kCancelPending, std::memory_order_acq_rel); }
+  bool cancel_wait() noexcept override;
+
+  TaskRecord* waiter = nullptr;
+
+ protected:
+  explicit WordWaiter(std::uint64_t bit) noexcept : bit_(bit) {}
+  ~WordWaiter() = default;
+
+ private:
+  shim::atomic<std::uint64_t>* word_ = nullptr;  // set by register_wait
+  std::uint64_t bit_;
+};
 
 /// For task dumps. track_waits(true/false): a runtime starts or stops
 /// keeping wait start times (TaskRecord::wait_since), in wait_clock_ms().

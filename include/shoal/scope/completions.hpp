@@ -31,7 +31,12 @@
 
 namespace shoal {
 
+template <class T>
+class Completions;
+
 namespace detail {
+template <class T>
+struct CompletionsNextSource;
 
 // Shared by the Completions object and its running children (a child may
 // finish after the object is gone: the body returned, the scope still
@@ -143,9 +148,7 @@ class Completions {
         detail::WaitSection sec(st_->lock);
         st_->free.push_back(k);
         --st_->pending;
-        if (st_->pending == 0) {
-          if (detail::Waiter* w = st_->waiters.pop_front()) sec.wake(w);
-        }
+        if (st_->pending == 0) detail::wake_one(st_->waiters, sec);
       }
       st_->release();
       throw;
@@ -231,8 +234,59 @@ class Completions {
     detail::CompletionsState<T>* st_;
   };
 
+  friend struct detail::CompletionsNextSource<T>;
   Scope* s_;
   detail::CompletionsState<T>* st_;
 };
+
+namespace detail {
+/// on_next's source (detail::LevelCase): a finished child, taken as next()
+/// takes it.
+template <class T>
+struct CompletionsNextSource {
+  using outcome_type = std::conditional_t<std::is_void_v<T>, bool, std::optional<T>>;
+  static CompletionsNextSource of(Completions<T>& c) noexcept { return CompletionsNextSource{c.st_}; }
+  CompletionsState<T>* st;
+  SpinLock& lock() const noexcept { return st->lock; }
+  WaitList& waiters() const noexcept { return st->waiters; }
+  bool ready_locked() const noexcept { return st->ready_locked(); }
+  outcome_type take() {
+    typename CompletionsState<T>::Slot* s;
+    {
+      WaitSection sec(st->lock);
+      s = st->ready.pop_front();
+      if (s == nullptr) {
+        if (st->pending != 0) {
+          throw std::logic_error("shoal::on_next: another task took the finished child (one next() at a time)");
+        }
+        return outcome_type{};  // nothing pending: the end, as next() gives it
+      }
+    }
+    JoinHandle<T> h = std::move(*s->handle);
+    s->handle.reset();
+    {
+      WaitSection sec(st->lock);
+      --st->pending;
+      st->free.push_back(s->index);  // reserved: cannot throw
+    }
+    if constexpr (std::is_void_v<T>) {
+      JoinHandleAccess::take_finished(h);
+      return true;
+    } else {
+      return JoinHandleAccess::take_finished(h);
+    }
+  }
+};
+}  // namespace detail
+
+/// A select case (channel/select.hpp): the next child of `c` to finish, as
+/// next() gives it (its value, or true for Task<void>; empty once every
+/// child started so far was taken). Nothing is taken unless this case wins.
+/// Throws: when the case wins, what next() throws (the child's fault;
+///   ChildCancelled).
+template <class T>
+detail::LevelCase<detail::CompletionsNextSource<T>> on_next(Completions<T>& c) noexcept {
+  return detail::LevelCase<detail::CompletionsNextSource<T>>(detail::CompletionsNextSource<T>::of(c));
+}
 
 }  // namespace shoal

@@ -1,5 +1,6 @@
-// JoinHandle: the handle Scope::start returns, and the protocol of a task
-// awaiting one child (the child's cell's join word). Included by scope.hpp.
+// JoinHandle: the handle Scope::start returns, and a task's wait for one
+// child on the child's cell's join word (a detail::WordWaiter). Included by
+// scope.hpp.
 #pragma once
 
 #include <atomic>
@@ -15,34 +16,7 @@
 namespace shoal {
 
 namespace detail {
-
-/// A task waiting on a Scope::start child. The child's cell's `join` word
-/// holds a pointer to it while it waits; whoever swaps that word out owns
-/// the wake.
-struct JoinWaiter : WaitHook {
-  const char* wait_kind() const noexcept override { return "a join (a scope's exit or a JoinHandle)"; }
-  TaskRecord* waiter = nullptr;
-  JoinCell* cell = nullptr;
-  // If the waiter published its hook but has not registered yet, leave a
-  // pending mark: its registration CAS then fails and it cancels itself.
-  bool cancel_wait() noexcept override {
-    const std::uintptr_t self = reinterpret_cast<std::uintptr_t>(this);
-    std::uintptr_t v = cell->join.load(std::memory_order_acquire);
-    for (;;) {
-      if (v == self) {
-        if (cell->join.compare_exchange_weak(v, JoinCell::kRunning, std::memory_order_acq_rel)) return true;
-      } else if (v == JoinCell::kRunning) {
-        if (cell->join.compare_exchange_weak(v, JoinCell::kCancelPending, std::memory_order_acq_rel)) return false;
-      } else {
-        return false;
-      }
-    }
-  }
-
- protected:
-  ~JoinWaiter() = default;
-};
-
+struct JoinHandleAccess;
 }  // namespace detail
 
 /// The result of `Scope::start`: owns the child's result until it delivers
@@ -92,14 +66,16 @@ class JoinHandle {
 
   /// True once the child finished (value or fault).
   bool done() const noexcept {
-    return cell_ != nullptr && cell_->join.load(std::memory_order_acquire) == detail::JoinCell::kDone;
+    return cell_ != nullptr && (cell_->join.load(std::memory_order_acquire) & detail::JoinCell::kDone) != 0;
   }
 
   /// What `co_await handle` awaits; not for direct use.
-  class Awaiter final : private detail::JoinWaiter {
+  class Awaiter final : private detail::WordWaiter {
    public:
+    /// For task dumps.
+    const char* wait_kind() const noexcept override { return "a join (a scope's exit or a JoinHandle)"; }
     /// Waits for `jh`'s child; made by operator co_await.
-    explicit Awaiter(JoinHandle* jh) noexcept : jh_(jh) {}
+    explicit Awaiter(JoinHandle* jh) noexcept : WordWaiter(detail::JoinCell::kWaiting), jh_(jh) {}
     bool await_ready() const noexcept { return false; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> caller) noexcept {
@@ -111,37 +87,29 @@ class JoinHandle {
         return false;
       }
       cell = jh_->cell_;
-      if (cell->join.load(std::memory_order_acquire) == JoinCell::kDone || waiter == nullptr) {
+      if ((cell->join.load(std::memory_order_acquire) & JoinCell::kDone) != 0 || waiter == nullptr) {
         if (waiter == nullptr || !detail::consume_budget(waiter)) return false;
         detail::yield_from(waiter, caller, this);  // out of budget: yield once, then take
         return true;
       }
       waiter->resume = caller;
-      if (!detail::arm_wait(waiter, static_cast<detail::JoinWaiter*>(this))) {
-        std::uintptr_t pending = JoinCell::kCancelPending;  // a canceller may have marked us
-        cell->join.compare_exchange_strong(pending, JoinCell::kRunning, std::memory_order_acq_rel);
-        cancelled_ = true;
-        return false;
+      cell->waiter = this;  // before the bit: the finishing child reads it once it clears the bit
+      switch (register_wait(cell->join, waiter, [](std::uint64_t& v) { return (v & JoinCell::kDone) != 0 ? 1 : 0; })) {
+        case Registered::waiting:
+          return true;  // nothing may touch *this from here on
+        case Registered::cancelled:
+          cancelled_ = true;
+          return false;
+        case Registered::not_needed:
+          break;
       }
-      std::uintptr_t expected = JoinCell::kRunning;
-      if (cell->join.compare_exchange_strong(expected,
-                                             reinterpret_cast<std::uintptr_t>(static_cast<detail::JoinWaiter*>(this)),
-                                             std::memory_order_acq_rel)) {
-        return true;  // nothing may touch *this from here on
-      }
-      detail::disarm_wait(waiter, static_cast<detail::JoinWaiter*>(this));
-      if (expected == JoinCell::kCancelPending) {
-        // A canceller ran between our hook and our registration.
-        cell->join.compare_exchange_strong(expected, JoinCell::kRunning, std::memory_order_acq_rel);
-        cancelled_ = true;
-      }
-      return false;  // finished meanwhile, or cancelled
+      return false;  // finished meanwhile
     }
     [[gnu::always_inline]] T await_resume() {  // see CheckpointAwaiter::await_resume
       if (jh_->cell_ == nullptr) throw std::logic_error("shoal::JoinHandle: awaited twice or after being moved from");
       if (cancelled_) detail::raise_cancelled();
       if (cell == nullptr) cell = jh_->cell_;
-      if (cell->join.load(std::memory_order_acquire) != detail::JoinCell::kDone) detail::raise_cancelled();
+      if ((cell->join.load(std::memory_order_acquire) & detail::JoinCell::kDone) == 0) detail::raise_cancelled();
       // A child cut off by cancellation has no value. Its Cancelled goes on
       // only into an awaiter that is cancelled too; to any other (e.g. one
       // inside shielded) a missing value is a fault, as in Tokio's
@@ -156,6 +124,7 @@ class JoinHandle {
 
    private:
     JoinHandle* jh_;
+    detail::JoinCell* cell = nullptr;
     bool cancelled_ = false;
   };
 
@@ -179,6 +148,7 @@ class JoinHandle {
 
  private:
   friend class Scope;
+  friend struct detail::JoinHandleAccess;
   using Cell = detail::JoinCellOf<T>;
   JoinHandle(Scope* s, Cell* c) noexcept : scope_(s), cell_(c) {}
 
@@ -206,8 +176,8 @@ class JoinHandle {
   void drop() noexcept {
     Cell* c = std::exchange(cell_, nullptr);
     if (c == nullptr) return;
-    std::uintptr_t w = c->join.load(std::memory_order_acquire);
-    while (w == detail::JoinCell::kRunning || w == detail::JoinCell::kCancelPending) {
+    std::uint64_t w = c->join.load(std::memory_order_acquire);
+    while ((w & ~detail::WordWaiter::kCancelPending) == 0) {  // running, nobody waiting
       if (c->join.compare_exchange_weak(w, detail::JoinCell::kAbandoned, std::memory_order_acq_rel)) return;
     }
     // Only a listed cell touches the scope: a handle may outlive it, and
@@ -219,6 +189,22 @@ class JoinHandle {
   Scope* scope_;
   Cell* cell_;
 };
+
+namespace detail {
+/// For a select case that won on a finished child (Completions' on_next):
+/// its result as awaiting the handle gives it, without the await.
+struct JoinHandleAccess {
+  template <class T>
+  static T take_finished(JoinHandle<T>& h) {
+    const TaskRecord* f = current_record();
+    if (is_cancelled_exception(h.cell_->error) && (f == nullptr || !f->cancelled())) {
+      h.drop();
+      throw ChildCancelled{};
+    }
+    return h.take();
+  }
+};
+}  // namespace detail
 
 template <class T>
 JoinHandle<T> Scope::start_task(Task<T> task, const detail::Origin& origin) {

@@ -152,9 +152,9 @@ Task<void> set_child(RootFrame, F f, Args... args) {
 /// task throws std::logic_error. `close`, `cancel` and the queries: any thread.
 class TaskSet final : private detail::ChildGroup {
   // state_: live children << kCountShift | flags.
-  static constexpr std::uint64_t kAdmitWait = 1;      // the body waits for a free slot
-  static constexpr std::uint64_t kJoinWait = 2;       // the body waits for the last child
-  static constexpr std::uint64_t kCancelPending = 4;  // a canceller found the body not yet registered
+  // Bit 0: the WordWaiter's kCancelPending (a canceller found the body not yet registered).
+  static constexpr std::uint64_t kAdmitWait = 2;      // the body waits for a free slot
+  static constexpr std::uint64_t kJoinWait = 4;       // the body waits for the last child
   static constexpr std::uint64_t kClosed = 8;
   static constexpr std::uint64_t kIdleWait = 16;      // the body waits for no child to be live
   static constexpr unsigned kCountShift = 5;
@@ -162,6 +162,7 @@ class TaskSet final : private detail::ChildGroup {
 
   enum class Outcome : std::uint8_t { admitted, closed, cancelled, waiting, misuse };
 
+  class BodyWait;
   template <class F, class... Args>
   class SpawnAwaiter;
   class IdleAwaiter;
@@ -267,13 +268,9 @@ class TaskSet final : private detail::ChildGroup {
   bool try_admit() noexcept;
   /// Gives back a slot taken by try_admit that no child used.
   void release_slot() noexcept;
-  Outcome admit_or_wait(detail::TaskRecord* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept;
-  /// The cancel_wait of a spawn waiting for a slot (or of wait_idle: `bit`).
-  bool cancel_admission_wait(std::uint64_t bit = kAdmitWait) noexcept;
-  Outcome idle_or_wait(detail::TaskRecord* f, detail::WaitHook* hook, std::coroutine_handle<> h) noexcept;
-  Outcome register_wait(detail::TaskRecord* f, detail::WaitHook* hook, std::coroutine_handle<> h, std::uint64_t bit) noexcept;
-  /// After the body resumed from an admission wait: clears what a canceller left.
-  void clear_cancel_pending() noexcept { state_.fetch_and(~kCancelPending, std::memory_order_acq_rel); }
+  Outcome admit_or_wait(detail::TaskRecord* f, detail::WordWaiter* hook, std::coroutine_handle<> h) noexcept;
+  Outcome idle_or_wait(detail::TaskRecord* f, detail::WordWaiter* hook, std::coroutine_handle<> h) noexcept;
+  Outcome register_wait(detail::TaskRecord* f, detail::WordWaiter* hook, std::coroutine_handle<> h, bool idle) noexcept;
   /// `p.record_` is set: a RootFrame's own, or root_record's.
   void launch(detail::PromiseBase& p, std::coroutine_handle<> h, bool local) noexcept;
 
@@ -335,20 +332,43 @@ class TaskSet final : private detail::ChildGroup {
   detail::SerializedResource serialized_;  // what child frames actually come from
   const std::uint64_t limit_;
   detail::shim::atomic<std::uint64_t> state_{0};
-  detail::WaitHook* admit_hook_ = nullptr;  // written by the body before it sets kAdmitWait or kIdleWait
+  detail::WordWaiter* admit_hook_ = nullptr;  // written by the body before it sets kAdmitWait or kIdleWait
   bool out_of_memory_ = false;              // body only
+};
+
+/// The body's wait on the set's word: a spawn waiting for a slot, or
+/// wait_idle (`idle_`). One hook for both: its canceller clears the wait's
+/// bit (and owns the wake), or leaves kCancelPending for a body that has
+/// published its hook but not yet registered.
+class TaskSet::BodyWait : protected detail::WordWaiter {
+ public:
+  /// For task dumps.
+  const char* wait_kind() const noexcept override {
+    return idle_ ? "shoal::TaskSet::wait_idle" : "shoal::TaskSet::spawn (admission)";
+  }
+
+ protected:
+  BodyWait(TaskSet* set, bool idle) noexcept : WordWaiter(idle ? kIdleWait : kAdmitWait), set_(set), idle_(idle) {}
+  ~BodyWait() = default;
+  detail::WordWaiter* hook() noexcept { return this; }
+
+  TaskSet* set_;
+  detail::TaskRecord* record_ = nullptr;
+  Outcome outcome_ = Outcome::misuse;
+
+ private:
+  bool idle_;
 };
 
 /// What spawn() and spawn_local() return: `co_await` it for the SpawnStatus.
 template <class F, class... Args>
-class TaskSet::SpawnAwaiter final : private detail::WaitHook {
+class TaskSet::SpawnAwaiter final : private TaskSet::BodyWait {
  public:
-  /// For task dumps.
-  const char* wait_kind() const noexcept override { return "shoal::TaskSet::spawn (admission)"; }
   /// A spawn into `set` of the callable and arguments `parts`; made by
   /// spawn() (`local` false) and spawn_local() (`local` true).
   template <class... A>
-  SpawnAwaiter(TaskSet* set, bool local, A&&... parts) : set_(set), local_(local), parts_(std::forward<A>(parts)...) {}
+  SpawnAwaiter(TaskSet* set, bool local, A&&... parts)
+      : BodyWait(set, false), local_(local), parts_(std::forward<A>(parts)...) {}
   SpawnAwaiter(const SpawnAwaiter&) = delete;
   SpawnAwaiter& operator=(const SpawnAwaiter&) = delete;
 
@@ -357,7 +377,7 @@ class TaskSet::SpawnAwaiter final : private detail::WaitHook {
   bool await_suspend(std::coroutine_handle<P> h) noexcept {
     record_ = detail::record_of(h);
     outcome_ = Outcome::waiting;  // before registering: the waker may resume us at once
-    const Outcome o = set_->admit_or_wait(record_, static_cast<detail::WaitHook*>(this), h);
+    const Outcome o = set_->admit_or_wait(record_, hook(), h);
     if (o == Outcome::waiting) return true;  // nothing may touch *this from here on
     outcome_ = o;
     if (outcome_ == Outcome::admitted && detail::consume_budget(record_)) {
@@ -368,7 +388,7 @@ class TaskSet::SpawnAwaiter final : private detail::WaitHook {
   }
   SpawnStatus await_resume() {
     if (outcome_ == Outcome::waiting) {
-      set_->clear_cancel_pending();
+      clear_pending();  // what a canceller left
       // Woken by a free slot, close() or a cancel: look again. Only the body
       // takes slots, so a slot freed for us is still free.
       if (record_->cancelled()) {
@@ -398,35 +418,28 @@ class TaskSet::SpawnAwaiter final : private detail::WaitHook {
   }
 
  private:
-  bool cancel_wait() noexcept override { return set_->cancel_admission_wait(); }
-
-  TaskSet* set_;
   bool local_;
-  Outcome outcome_ = Outcome::misuse;
-  detail::TaskRecord* record_ = nullptr;
   std::tuple<F, Args...> parts_;
 };
 
 /// What wait_idle() returns: `co_await` it to wait until no child is live.
-class TaskSet::IdleAwaiter final : private detail::WaitHook {
+class TaskSet::IdleAwaiter final : private TaskSet::BodyWait {
  public:
-  /// For task dumps.
-  const char* wait_kind() const noexcept override { return "shoal::TaskSet::wait_idle"; }
   /// Waits for `set` to have no live child; made by wait_idle().
-  explicit IdleAwaiter(TaskSet* set) noexcept : set_(set) {}
+  explicit IdleAwaiter(TaskSet* set) noexcept : BodyWait(set, true) {}
   bool await_ready() const noexcept { return false; }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {
     record_ = detail::record_of(h);
     outcome_ = Outcome::waiting;  // before registering: the waker may resume us at once
-    const Outcome o = set_->idle_or_wait(record_, static_cast<detail::WaitHook*>(this), h);
+    const Outcome o = set_->idle_or_wait(record_, hook(), h);
     if (o == Outcome::waiting) return true;
     outcome_ = o;
     return false;
   }
   void await_resume() {
     if (outcome_ == Outcome::waiting) {
-      set_->clear_cancel_pending();
+      clear_pending();  // what a canceller left
       // Woken by the last child or by a cancel; a cancel that lost the race
       // to the last child is seen at the next checkpoint.
       outcome_ = set_->live() == 0 ? Outcome::admitted : Outcome::cancelled;
@@ -437,12 +450,6 @@ class TaskSet::IdleAwaiter final : private detail::WaitHook {
     }
     if (outcome_ == Outcome::cancelled) detail::raise_cancelled();
   }
-
- private:
-  bool cancel_wait() noexcept override { return set_->cancel_admission_wait(kIdleWait); }
-  TaskSet* set_;
-  Outcome outcome_ = Outcome::misuse;
-  detail::TaskRecord* record_ = nullptr;
 };
 
 inline TaskSet::IdleAwaiter TaskSet::wait_idle() noexcept { return IdleAwaiter(this); }
