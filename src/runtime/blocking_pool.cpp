@@ -46,14 +46,12 @@ void BlockingJob::signal_cancel() noexcept {
   }
 }
 
-bool BlockingJob::cancel_wait() noexcept {
-  Scheduler* s = waiter->sched;
-  if (Waiter::cancel_wait()) {  // never ran: the awaiter throws Cancelled
-    s->blocking_finished();
-    return true;
+void BlockingJob::after_cancel(bool claimed) noexcept {
+  if (claimed) {  // never ran: the awaiter throws Cancelled once the canceller schedules it
+    waiter->sched->blocking_finished();
+    return;
   }
   signal_cancel();  // running: it sees the flag; we resume when it returns
-  return false;
 }
 
 void BlockingJob::bind_pool(Scheduler* s) noexcept { bind(s->blocking().lock()); }

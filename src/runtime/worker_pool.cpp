@@ -1,28 +1,5 @@
 // The work-stealing pool: workers, their queues, stealing and parking.
-//
-// Where a ready task goes:
-// - woken by a task on a worker of the same runtime: that worker's LIFO slot
-//   (runs next, no cross-core trip); the previous occupant moves to the local
-//   queue. At most 3 LIFO runs in a row so a ping-pong pair cannot starve the
-//   queue.
-// - spawned or yielding on a worker: the back of its local queue.
-// - from any other thread: the injector.
-// - pinned (spawn_local): only ever its own worker. Woken there, like any
-//   other task (LIFO slot) but queued on its PinnedLane instead of the
-//   stealable queue; woken anywhere else, pushed onto that lane's inbox (the
-//   push that makes it non-empty unparks the owner). A contention move
-//   pins the same way, for a while (placement.hpp).
-// A worker takes, in order: the injector every 61st tick (fairness), its LIFO
-// slot, its local queue, a batch from the injector, then (as a searcher)
-// half of a random victim's queue. With nothing found it parks.
-// Parking: the first worker to park holds the driver and blocks in the
-// backend's wait; others block on a futex. See idle.hpp for the wake protocol.
-// What the driver wakes, the worker that drove runs: it wakes a sleeper only
-// when it woke more than one task (run_woken), and the searcher that finds
-// work wakes another only if work is left, so a readiness event costs no
-// futex wake and the driver never wakes itself. If that worker then computes,
-// the driver watch (watch.cpp) sees the driver untouched and wakes a sleeper
-// to take it.
+// (Where a ready task goes, and how workers park: worker_pool.hpp.)
 #include "src/runtime/worker_pool.hpp"
 
 #include <algorithm>

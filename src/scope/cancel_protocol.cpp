@@ -115,14 +115,15 @@ std::uint32_t wait_clock_ms() noexcept {
                                     static_cast<std::uint64_t>(ts.tv_nsec) / 1'000'000);
 }
 
-// The canceller's side of a WordWaiter (task_record.hpp): the waiter's bit
-// set means it is registered, and clearing it takes its wake; clear means
-// it has not registered yet (the mark makes its CAS fail) or was woken.
+// The canceller's side of a WordWaiter (task_record.hpp): the waiter's mark
+// in the word means it is registered, and clearing it takes its wake; no
+// mark means it has not registered yet (the pending mark makes its CAS
+// fail) or was woken.
 bool WordWaiter::cancel_wait() noexcept {
   std::uint64_t v = word_->load(std::memory_order_acquire);
   for (;;) {
-    if ((v & bit_) != 0) {
-      if (word_->compare_exchange_weak(v, v & ~bit_, std::memory_order_acq_rel)) return true;
+    if (marked(v)) {
+      if (word_->compare_exchange_weak(v, unmarked(v), std::memory_order_acq_rel)) return true;
     } else if (word_->compare_exchange_weak(v, v | kCancelPending, std::memory_order_acq_rel)) {
       return false;
     }

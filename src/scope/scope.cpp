@@ -67,8 +67,7 @@ void Scope::finish_started(detail::TaskRecord& f, detail::PromiseBase& p, std::c
     } else {
       detail::free_join_cell(static_cast<detail::JoinCellOf<void>*>(c));
     }
-  } else if ((w & JoinCell::kWaiting) != 0) {  // we cleared the bit: the wake is ours
-    detail::WordWaiter* jw = c->waiter;
+  } else if (detail::WordWaiter* jw = detail::WordWaiter::in(w)) {  // we took its mark: the wake is ours
     detail::TaskRecord* waiter = jw->waiter;
     detail::disarm_wait(waiter, jw);
     detail::schedule(waiter);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -316,6 +317,33 @@ SHOAL_TEST(ScopeTest, JoinHandleOfACutOffChildThrowsChildCancelledIntoAShieldedA
   EXPECT_FALSE(awaiter_cancelled);
   EXPECT_TRUE(child_cancelled);
   EXPECT_FALSE(cancel_leaked) << "the outer cancellation reached shielded work through the handle";
+}
+
+// One awaiter at a time: a second task awaiting the same handle while the
+// first waits gets Cancelled (not an error, and not the value); the first
+// still gets the value. (The sleep ends once every other task waits; the
+// handle outlives the body, as it must while another task awaits it.)
+SHOAL_SIMULATED_TEST(ScopeSimulated, ASecondConcurrentAwaiterOfAHandleGetsCancelledAndTheFirstTheValue) {
+  shoal::test::ManualEvent go;
+  int first = 0;
+  bool second_cancelled = false;
+  std::optional<shoal::JoinHandle<int>> h;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    h.emplace(s.start([&]() -> Task<int> {
+      co_await go.wait();
+      co_return 7;
+    }));
+    s.spawn([&]() -> Task<void> { first = co_await *h; });
+    co_await shoal::sleep_for(std::chrono::milliseconds(1));  // the first awaiter waits on the handle now
+    try {
+      (void)co_await *h;
+    } catch (const shoal::Cancelled&) {
+      second_cancelled = true;
+    }
+    go.set();
+  });
+  EXPECT_TRUE(second_cancelled);
+  EXPECT_EQ(first, 7);
 }
 
 SHOAL_TEST(ScopeTest, ARethrownChildCancelledIsTheScopesFault) {

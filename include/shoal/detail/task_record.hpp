@@ -158,17 +158,16 @@ using RecordList = IntrusiveList<TaskRecord, InNodeTag>;
 /// What a Scope::start child leaves for its JoinHandle. The child's frame
 /// and record go when it finishes (its arguments and locals die then, as a
 /// spawned child's do); its result moves here, so a finished child costs
-/// only its cell (40 bytes for a void one) until the handle takes or drops
+/// only its cell (32 bytes for a void one) until the handle takes or drops
 /// it. The handle owns the cell; one dropped while the child runs leaves it
 /// to the child (kAbandoned).
 struct JoinCell {
-  // The join word (a WordWaiter's): 0 while the child runs, kDone once it
-  // finished, kAbandoned once the handle went first; kWaiting while a task
-  // waits (`waiter`, written before the bit is set); bit 0 is the
+  // The join word (a WordWaiter's, marked with the waiter's address): 0
+  // while the child runs, kDone once it finished, kAbandoned once the handle
+  // went first, the waiting task's WordWaiter while one waits; bit 0 is the
   // WordWaiter's kCancelPending.
-  static constexpr std::uint64_t kDone = 2, kAbandoned = 4, kWaiting = 8;
+  static constexpr std::uint64_t kDone = 2, kAbandoned = 4;
   shim::atomic<std::uint64_t> join{0};
-  WordWaiter* waiter = nullptr;
   // The child's record while it runs, | 1 once a JoinHandle::cancel() has
   // marked it: the finishing child then passes through the node's lock
   // before its record goes, so the canceller (under that lock) never uses
@@ -280,18 +279,21 @@ void disarm_wait(TaskRecord* f, WaitHook* w) noexcept;
 /// One task's wait on a word that its owner's state shares (a Scope::start
 /// child's join word, a TaskSet's state): lock-free, one waiter at a time.
 /// Tokio's AtomicWaker shape, with the owner's state in the same word so
-/// that "check, then wait" is one CAS. The waiter sets its bit with that
-/// CAS; whoever clears the bit owns the wake (disarm_wait, then schedule
-/// `waiter`). A canceller that finds the bit clear leaves kCancelPending
-/// (bit 0 of every such word): a waiter that armed its hook but has not
-/// registered then fails its CAS and cancels itself.
+/// that "check, then wait" is one CAS. The waiter puts its mark in the word
+/// with that CAS: a bit of the owner's choosing, or (bit 0) its own
+/// address, above the word's three low bits, so that the waker finds it in
+/// the value it swapped out. Whoever clears the mark owns the wake
+/// (disarm_wait, then schedule `waiter`). A canceller that finds no mark
+/// leaves kCancelPending (bit 0 of every such word): a waiter that armed its
+/// hook but has not registered then fails its CAS and cancels itself.
 class WordWaiter : public WaitHook {
  public:
   static constexpr std::uint64_t kCancelPending = 1;
+  static constexpr std::uint64_t kLowBits = 7;  // an address mark leaves these to the owner
   enum class Registered : std::uint8_t { waiting, cancelled, not_needed };
 
   /// Registers `f` (its `resume` set) as `word`'s waiter: arms this hook,
-  /// then asks `check(v)` of the word's value: 0 to wait (the bit is set),
+  /// then asks `check(v)` of the word's value: 0 to wait (the mark is set),
   /// 1 not to (the condition holds; `check` may have CASed the word
   /// itself), -1 to look again (its CAS failed and updated `v`). On
   /// `waiting` nothing may touch *this any more; on the others the hook is
@@ -310,10 +312,12 @@ class WordWaiter : public WaitHook {
       if ((v & kCancelPending) != 0) {
         clear_pending();
         r = Registered::cancelled;
+      } else if (bit_ == 0 && in(v) != nullptr) {
+        // Another task waits on the word: this one does not (not_needed).
       } else if (const int c = check(v); c < 0) {
         continue;
       } else if (c == 0) {
-        if (word_->compare_exchange_weak(v, v | bit_, std::memory_order_acq_rel)) return Registered::waiting;
+        if (word_->compare_exchange_weak(v, v | mark(), std::memory_order_acq_rel)) return Registered::waiting;
         continue;
       }
       disarm_wait(f, this);
@@ -322,18 +326,26 @@ class WordWaiter : public WaitHook {
   }
   /// Clears a canceller's mark (the waiter, once it runs again).
   void clear_pending() noexcept { word_->fetch_and(~kCancelPending, std::memory_order_acq_rel); }
-  bool cancel_wait() noexcept override;
+  bool cancel_wait() noexcept final;
+  /// The waiter whose address mark is in `v`, or null (an address-marked word).
+  static WordWaiter* in(std::uint64_t v) noexcept { return reinterpret_cast<WordWaiter*>(v & ~kLowBits); }
 
   TaskRecord* waiter = nullptr;
 
  protected:
+  /// `bit`: the waiter's mark; 0: its address.
   explicit WordWaiter(std::uint64_t bit) noexcept : bit_(bit) {}
   ~WordWaiter() = default;
 
  private:
+  std::uint64_t mark() const noexcept { return bit_ != 0 ? bit_ : reinterpret_cast<std::uintptr_t>(this); }
+  bool marked(std::uint64_t v) const noexcept { return bit_ != 0 ? (v & bit_) != 0 : in(v) == this; }
+  std::uint64_t unmarked(std::uint64_t v) const noexcept { return bit_ != 0 ? v & ~bit_ : v & kLowBits; }
+
   shim::atomic<std::uint64_t>* word_ = nullptr;  // set by register_wait
   std::uint64_t bit_;
 };
+static_assert(alignof(WordWaiter) > WordWaiter::kLowBits);
 
 /// For task dumps. track_waits(true/false): a runtime starts or stops
 /// keeping wait start times (TaskRecord::wait_since), in wait_clock_ms().

@@ -86,7 +86,7 @@ class Waiter : public WaitHook, public ListHook<> {
   void set_wake_next(Waiter* w) noexcept { prev = w; }
 
   /// Claims the waiter for a canceller: unlinks it if it is still queued.
-  bool cancel_wait() noexcept override {
+  bool cancel_wait() noexcept final {
     lock_->lock();
     const bool mine = is_linked();
     if (mine) {
@@ -95,6 +95,7 @@ class Waiter : public WaitHook, public ListHook<> {
       left_locked();
     }
     lock_->unlock();
+    after_cancel(mine);
     return mine;
   }
 
@@ -114,6 +115,10 @@ class Waiter : public WaitHook, public ListHook<> {
   /// Bookkeeping a primitive needs when a canceller takes the waiter out
   /// (under the lock): counts of announced waiters, a queue's flags.
   virtual void left_locked() noexcept {}
+  /// After a canceller looked, outside the lock: `claimed` if it took the
+  /// waiter out; if not, a waker had it first (a blocking job: it runs, and
+  /// its wait_readable is interrupted here).
+  virtual void after_cancel(bool claimed) noexcept { (void)claimed; }
 
 };
 

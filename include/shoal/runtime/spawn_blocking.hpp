@@ -41,9 +41,10 @@ class BlockingJob : public Waiter {
 
  protected:
   ~BlockingJob();
-  /// Queued: unlinked (the awaiter throws Cancelled). Running: interrupts
-  /// wait_readable and leaves the wake to the pool thread.
-  bool cancel_wait() noexcept override;
+  /// A canceller's look: a queued job was unlinked (the awaiter throws
+  /// Cancelled); a running one's wait_readable is interrupted, and the wake
+  /// is left to the pool thread.
+  void after_cancel(bool claimed) noexcept override;
 
  private:
   shim::mutex wake_mu_;

@@ -75,7 +75,7 @@ class JoinHandle {
     /// For task dumps.
     const char* wait_kind() const noexcept override { return "a join (a scope's exit or a JoinHandle)"; }
     /// Waits for `jh`'s child; made by operator co_await.
-    explicit Awaiter(JoinHandle* jh) noexcept : WordWaiter(detail::JoinCell::kWaiting), jh_(jh) {}
+    explicit Awaiter(JoinHandle* jh) noexcept : WordWaiter(0), jh_(jh) {}  // marked by its address
     bool await_ready() const noexcept { return false; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> caller) noexcept {
@@ -93,7 +93,6 @@ class JoinHandle {
         return true;
       }
       waiter->resume = caller;
-      cell->waiter = this;  // before the bit: the finishing child reads it once it clears the bit
       switch (register_wait(cell->join, waiter, [](std::uint64_t& v) { return (v & JoinCell::kDone) != 0 ? 1 : 0; })) {
         case Registered::waiting:
           return true;  // nothing may touch *this from here on
@@ -103,7 +102,7 @@ class JoinHandle {
         case Registered::not_needed:
           break;
       }
-      return false;  // finished meanwhile
+      return false;  // finished meanwhile, or another task awaits (await_resume: Cancelled)
     }
     [[gnu::always_inline]] T await_resume() {  // see CheckpointAwaiter::await_resume
       if (jh_->cell_ == nullptr) throw std::logic_error("shoal::JoinHandle: awaited twice or after being moved from");
