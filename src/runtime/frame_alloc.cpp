@@ -302,12 +302,14 @@ struct CacheSlot {
   FrameCache* cache = nullptr;
   RemoteBatch remote;
   FrameCache* get() {
-    if (cache == nullptr) {
-      shim::lock_guard<shim::mutex> g(g_pool_mu);
-      cache = idle_caches().pop_front();
-      if (cache == nullptr) cache = new FrameCache();  // never freed; see the note at the top
-    }
+    if (cache == nullptr) [[unlikely]] adopt();
     return cache;
+  }
+  // Out of line: the allocation path stays short.
+  [[gnu::noinline]] void adopt() {
+    shim::lock_guard<shim::mutex> g(g_pool_mu);
+    cache = idle_caches().pop_front();
+    if (cache == nullptr) cache = new FrameCache();  // never freed; see the note at the top
   }
   ~CacheSlot();
 };

@@ -130,6 +130,11 @@ bool WordWaiter::cancel_wait() noexcept {
   }
 }
 
+WordWaiter::Registered WordWaiter::register_until(shim::atomic<std::uint64_t>& word, TaskRecord* f,
+                                                  std::uint64_t done) noexcept {
+  return register_wait(word, f, [done](std::uint64_t& v) noexcept { return (v & done) != 0 ? 1 : 0; });
+}
+
 void publish_hook(TaskRecord* f, WaitHook* w) noexcept {
   link_home(f);
   note_wait_start(f);

@@ -324,6 +324,9 @@ class WordWaiter : public WaitHook {
       return r;
     }
   }
+  /// register_wait until any of `done` is set in the word (out of line: a
+  /// join's awaiter stays small enough to inline).
+  Registered register_until(shim::atomic<std::uint64_t>& word, TaskRecord* f, std::uint64_t done) noexcept;
   /// Clears a canceller's mark (the waiter, once it runs again).
   void clear_pending() noexcept { word_->fetch_and(~kCancelPending, std::memory_order_acq_rel); }
   bool cancel_wait() noexcept final;

@@ -93,7 +93,7 @@ class JoinHandle {
         return true;
       }
       waiter->resume = caller;
-      switch (register_wait(cell->join, waiter, [](std::uint64_t& v) { return (v & JoinCell::kDone) != 0 ? 1 : 0; })) {
+      switch (register_until(cell->join, waiter, JoinCell::kDone)) {
         case Registered::waiting:
           return true;  // nothing may touch *this from here on
         case Registered::cancelled:
