@@ -350,7 +350,17 @@ class TaskSet::BodyWait : protected detail::WordWaiter {
  protected:
   BodyWait(TaskSet* set, bool idle) noexcept : WordWaiter(idle ? kIdleWait : kAdmitWait), set_(set), idle_(idle) {}
   ~BodyWait() = default;
-  detail::WordWaiter* hook() noexcept { return this; }
+  /// The wait itself, from await_suspend: true if the body now waits
+  /// (nothing may touch *this from there on); else `outcome_` says why not.
+  template <class P>
+  bool wait_or_settle(std::coroutine_handle<P> h) noexcept {
+    record_ = detail::record_of(h);
+    outcome_ = Outcome::waiting;  // before registering: the waker may resume us at once
+    const Outcome o = idle_ ? set_->idle_or_wait(record_, this, h) : set_->admit_or_wait(record_, this, h);
+    if (o == Outcome::waiting) return true;
+    outcome_ = o;
+    return false;
+  }
 
   TaskSet* set_;
   detail::TaskRecord* record_ = nullptr;
@@ -375,11 +385,7 @@ class TaskSet::SpawnAwaiter final : private TaskSet::BodyWait {
   bool await_ready() const noexcept { return false; }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {
-    record_ = detail::record_of(h);
-    outcome_ = Outcome::waiting;  // before registering: the waker may resume us at once
-    const Outcome o = set_->admit_or_wait(record_, hook(), h);
-    if (o == Outcome::waiting) return true;  // nothing may touch *this from here on
-    outcome_ = o;
+    if (wait_or_settle(h)) return true;
     if (outcome_ == Outcome::admitted && detail::consume_budget(record_)) {
       detail::yield_from(record_, h, this);  // out of budget: yield once, holding the slot
       return true;
@@ -430,12 +436,7 @@ class TaskSet::IdleAwaiter final : private TaskSet::BodyWait {
   bool await_ready() const noexcept { return false; }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {
-    record_ = detail::record_of(h);
-    outcome_ = Outcome::waiting;  // before registering: the waker may resume us at once
-    const Outcome o = set_->idle_or_wait(record_, hook(), h);
-    if (o == Outcome::waiting) return true;
-    outcome_ = o;
-    return false;
+    return wait_or_settle(h);
   }
   void await_resume() {
     if (outcome_ == Outcome::waiting) {
