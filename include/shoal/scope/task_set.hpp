@@ -348,6 +348,7 @@ class TaskSet::BodyWait : protected detail::WordWaiter {
   }
 
  protected:
+  /// A wait of `set`'s body: for no live child (`idle`), else for a slot.
   BodyWait(TaskSet* set, bool idle) noexcept : WordWaiter(idle ? kIdleWait : kAdmitWait), set_(set), idle_(idle) {}
   ~BodyWait() = default;
   /// The wait itself, from await_suspend: true if the body now waits
@@ -362,9 +363,9 @@ class TaskSet::BodyWait : protected detail::WordWaiter {
     return false;
   }
 
-  TaskSet* set_;
-  detail::TaskRecord* record_ = nullptr;
-  Outcome outcome_ = Outcome::misuse;
+  TaskSet* set_;                          ///< the set waited on
+  detail::TaskRecord* record_ = nullptr;  ///< the body's task
+  Outcome outcome_ = Outcome::misuse;     ///< how the wait ended (waiting while it lasts)
 
  private:
   bool idle_;
