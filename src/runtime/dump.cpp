@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "src/runtime/scheduler.hpp"
+#include "src/runtime/wait_inspect.hpp"
 #include "src/runtime/worker_pool.hpp"
 
 namespace shoal::detail {

@@ -176,6 +176,44 @@ void Runtime::dump_tasks(std::ostream& out) const { sched_->dump_tasks(out); }
 void Runtime::dump_all(std::ostream& out) { detail::dump_all_runtimes(out); }
 
 namespace detail {
+
+struct TaskName {
+  const char* origin;
+  std::uint32_t line;
+  std::unique_ptr<char[]> name;
+};
+
+void TaskRecord::drop_name() noexcept { delete named(); }
+
+const char* TaskRecord::origin() const noexcept {
+  if (const TaskName* n = named()) return n->origin;
+  if (const TaskDescriber* d = described()) return d->origin;
+  return static_cast<const char*>(label_);
+}
+
+std::uint32_t TaskRecord::origin_line() const noexcept {
+  if (const TaskName* n = named()) return n->line;
+  if (const TaskDescriber* d = described()) return d->line;
+  return origin_line_;
+}
+
+const char* TaskRecord::name() const noexcept {
+  const TaskName* n = named();
+  return n != nullptr ? n->name.get() : nullptr;
+}
+
+void TaskRecord::set_label_origin(const char* where, std::uint32_t line) noexcept {
+  if (origin_line_ == kNamed) {
+    auto* n = static_cast<TaskName*>(const_cast<void*>(label_));
+    n->origin = where;
+    n->line = line;
+  } else {
+    auto* d = static_cast<TaskDescriber*>(const_cast<void*>(label_));
+    d->origin = where;
+    d->line = line;
+  }
+}
+
 namespace {
 // Replaces `f`'s label with `label` (a TaskName, a TaskDescriber, or the
 // origin's text, as `line` says) and deletes the TaskName it replaces. A

@@ -3,6 +3,7 @@
 #include "src/runtime/scheduler.hpp"
 
 #include "src/runtime/deterministic.hpp"
+#include "src/runtime/wait_inspect.hpp"
 #include "src/runtime/worker_pool.hpp"
 
 namespace shoal::detail {

@@ -5,6 +5,8 @@
 #include <sstream>
 #include <string>
 
+#include "src/runtime/wait_inspect.hpp"
+
 
 namespace shoal::detail {
 

@@ -26,6 +26,8 @@
 
 #include "shoal/detail/task_record.hpp"
 #include "src/runtime/injector.hpp"
+#include "src/runtime/wait_inspect.hpp"
+#include "src/scope/word_wait.hpp"
 
 namespace shoal::detail {
 namespace {

@@ -10,6 +10,7 @@
 
 #include <new>
 
+#include "src/scope/word_wait.hpp"
 
 namespace shoal {
 

@@ -3,6 +3,9 @@
 // its thread, blocked in wait_until_scheduled(), goes on.
 #include "harness.hpp"
 
+#include <cstdlib>
+
+#include "shoal/detail/thread_wake.hpp"
 #include "shoal/runtime/errors.hpp"
 #include "src/runtime/injector.hpp"
 #include "src/runtime/placement.hpp"
@@ -46,6 +49,23 @@ void schedule_batch(Scheduler*, TaskBatch& batch) noexcept {
 }
 TaskRecord* current_record() noexcept { return tls_record; }
 bool on_worker_thread() noexcept { return false; }
+// A named record's label is libshoal's (src/runtime/runtime.cpp); the
+// model's records are never named.
+void TaskRecord::drop_name() noexcept { std::abort(); }
+
+// A plain thread's wake-up over the model's atomic (libshoal's is a futex):
+// the model has no clock, so a timed wait is an untimed one.
+void ThreadWake::wait() noexcept {
+  while (flag_.load(std::memory_order_acquire) == 0) flag_.wait(0, std::memory_order_acquire);
+}
+bool ThreadWake::wait_until(std::chrono::steady_clock::time_point) noexcept {
+  wait();
+  return true;
+}
+void ThreadWake::notify() noexcept {
+  flag_.store(1, std::memory_order_release);
+  flag_.notify_one();
+}
 
 }  // namespace detail
 

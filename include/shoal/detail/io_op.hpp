@@ -27,10 +27,7 @@ struct IoWaiter : Waiter {
   std::uint8_t interest;  // io::Interest bits (these two fill Waiter's tail)
   bool expired = false;   // the wait's idle limit passed (under the source's lock)
   IoSource* src;
-  const char* wait_kind() const noexcept override {
-    // io::Interest: readable = 1, writable = 2 (src/runtime/driver/io/backend.hpp)
-    return interest == 1 ? "I/O: readable" : interest == 2 ? "I/O: writable" : "I/O: readable or writable";
-  }
+  const char* wait_kind() const noexcept override;
 };
 
 /// An I/O operation's readiness loop. `attempt(op)` makes the syscall once

@@ -10,7 +10,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
-#include <memory>
 #include <string>
 
 #include "shoal/detail/intrusive_list.hpp"
@@ -56,12 +55,9 @@ struct TaskOwner {
 
 inline constexpr std::uint8_t kBudget = 128;
 
-/// A named task's label (TaskRecord::label_): owned by its record.
-struct TaskName {
-  const char* origin;
-  std::uint32_t line;
-  std::unique_ptr<char[]> name;
-};
+/// A named task's label (TaskRecord::label_): owned by its record
+/// (src/runtime/runtime.cpp).
+struct TaskName;
 
 /// A label the task's own frame keeps and writes only when a dump asks
 /// (TaskRecord::label_): serve's "connection from <peer>" costs no
@@ -118,7 +114,9 @@ struct TaskRecord {
   TaskRecord() noexcept = default;
   TaskRecord(const TaskRecord&) = delete;
   TaskRecord& operator=(const TaskRecord&) = delete;
-  ~TaskRecord();
+  ~TaskRecord() {
+    if (origin_line_ == kNamed) [[unlikely]] drop_name();
+  }
 
   static constexpr std::uint32_t kNamed = 0xffffffff;
   static constexpr std::uint32_t kDescribed = 0xfffffffe;
@@ -133,7 +131,14 @@ struct TaskRecord {
   /// Null when unnamed.
   const char* name() const noexcept;
   /// Sets where it was spawned (keeping its name).
-  void set_origin(const char* where, std::uint32_t line) noexcept;
+  void set_origin(const char* where, std::uint32_t line) noexcept {
+    if (origin_line_ >= kDescribed) [[unlikely]] {
+      set_label_origin(where, line);
+    } else {
+      label_ = where;
+      origin_line_ = line;
+    }
+  }
 
   static constexpr std::uint8_t kNoWorker = 0xff;
 
@@ -143,6 +148,10 @@ struct TaskRecord {
 
   /// seq_cst where a wait's re-check pairs with a canceller (Dekker).
   bool cancelled(std::memory_order mo = std::memory_order_acquire) const noexcept;
+
+ private:
+  void drop_name() noexcept;
+  void set_label_origin(const char* where, std::uint32_t line) noexcept;
 };
 
 // The task record stays standard-layout: its hook is a member, found by offset.
@@ -217,36 +226,6 @@ struct CancelNode : ListHook<ChildTag> {
   void cancel_one(shim::atomic<std::uintptr_t>& record) noexcept;
 };
 
-inline TaskRecord::~TaskRecord() { delete named(); }
-inline const char* TaskRecord::origin() const noexcept {
-  if (const TaskName* n = named()) return n->origin;
-  if (const TaskDescriber* d = described()) return d->origin;
-  return static_cast<const char*>(label_);
-}
-inline std::uint32_t TaskRecord::origin_line() const noexcept {
-  if (const TaskName* n = named()) return n->line;
-  if (const TaskDescriber* d = described()) return d->line;
-  return origin_line_;
-}
-inline const char* TaskRecord::name() const noexcept {
-  const TaskName* n = named();
-  return n != nullptr ? n->name.get() : nullptr;
-}
-inline void TaskRecord::set_origin(const char* where, std::uint32_t line) noexcept {
-  if (origin_line_ == kNamed) {
-    auto* n = static_cast<TaskName*>(const_cast<void*>(label_));
-    n->origin = where;
-    n->line = line;
-  } else if (origin_line_ == kDescribed) {
-    auto* d = static_cast<TaskDescriber*>(const_cast<void*>(label_));
-    d->origin = where;
-    d->line = line;
-  } else {
-    label_ = where;
-    origin_line_ = line;
-  }
-}
-
 inline bool TaskRecord::cancelled(std::memory_order mo) const noexcept {
   const CancelNode* n = node.load(std::memory_order_relaxed);
   return n->cancelled.load(mo) || (n == home && cancel_alone.load(mo));
@@ -297,33 +276,9 @@ class WordWaiter : public WaitHook {
   /// 1 not to (the condition holds; `check` may have CASed the word
   /// itself), -1 to look again (its CAS failed and updated `v`). On
   /// `waiting` nothing may touch *this any more; on the others the hook is
-  /// disarmed again.
+  /// disarmed again. Defined in src/scope/word_wait.hpp.
   template <class Check>
-  Registered register_wait(shim::atomic<std::uint64_t>& word, TaskRecord* f, Check&& check) noexcept {
-    word_ = &word;
-    waiter = f;
-    // A mark left by a canceller of an earlier wait (no hook is armed now,
-    // so nobody sets it concurrently).
-    if ((word_->load(std::memory_order_relaxed) & kCancelPending) != 0) clear_pending();
-    if (!arm_wait(f, this)) return Registered::cancelled;
-    std::uint64_t v = word_->load(std::memory_order_acquire);
-    for (;;) {
-      Registered r = Registered::not_needed;
-      if ((v & kCancelPending) != 0) {
-        clear_pending();
-        r = Registered::cancelled;
-      } else if (bit_ == 0 && in(v) != nullptr) {
-        // Another task waits on the word: this one does not (not_needed).
-      } else if (const int c = check(v); c < 0) {
-        continue;
-      } else if (c == 0) {
-        if (word_->compare_exchange_weak(v, v | mark(), std::memory_order_acq_rel)) return Registered::waiting;
-        continue;
-      }
-      disarm_wait(f, this);
-      return r;
-    }
-  }
+  Registered register_wait(shim::atomic<std::uint64_t>& word, TaskRecord* f, Check&& check) noexcept;
   /// register_wait until any of `done` is set in the word (out of line: a
   /// join's awaiter stays small enough to inline).
   Registered register_until(shim::atomic<std::uint64_t>& word, TaskRecord* f, std::uint64_t done) noexcept;
@@ -349,16 +304,6 @@ class WordWaiter : public WaitHook {
   std::uint64_t bit_;
 };
 static_assert(alignof(WordWaiter) > WordWaiter::kLowBits);
-
-/// For task dumps. track_waits(true/false): a runtime starts or stops
-/// keeping wait start times (TaskRecord::wait_since), in wait_clock_ms().
-void track_waits(bool on) noexcept;
-std::uint32_t wait_clock_ms() noexcept;
-/// Claims `f`'s hook as a canceller does, so the task cannot leave its wait
-/// (and destroy the hook) until end_inspect: false if it is not waiting.
-/// Spin-waits out a canceller that holds it. Hold no wait primitive's lock.
-bool inspect_hook(TaskRecord* f, WaitHook*& h) noexcept;
-void end_inspect(TaskRecord* f, WaitHook* h) noexcept;
 
 /// Finds the task of the coroutine awaiting a runtime operation.
 template <class P>

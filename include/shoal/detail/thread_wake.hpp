@@ -24,19 +24,4 @@ class ThreadWake {
   shim::atomic<std::uint32_t> flag_{0};
 };
 
-#if defined(SHOAL_MODEL)
-inline void ThreadWake::wait() noexcept {
-  while (flag_.load(std::memory_order_acquire) == 0) flag_.wait(0, std::memory_order_acquire);
-}
-inline bool ThreadWake::wait_until(std::chrono::steady_clock::time_point) noexcept {
-  wait();  // the model has no clock: a timed wait is an untimed one
-  return true;
-}
-inline void ThreadWake::notify() noexcept {
-  flag_.store(1, std::memory_order_release);
-  flag_.notify_one();
-}
-#endif
-
-
 }  // namespace shoal::detail

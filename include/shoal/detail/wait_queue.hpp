@@ -1,29 +1,8 @@
-// The one implementation of the cancellable-wait protocol (detail/task.hpp)
-// for lock-based primitives: Event, Once, the permit queue, channel wait
-// lists and I/O sources keep their waiters in WaitLists under a SpinLock of
-// their own, and every wait and wake goes through the steps below.
-//
-// The protocol, once:
-//  - a task publishes its hook, then under the lock either completes at
-//    once (`try_now`), sees its cancellation, or links itself: whoever
-//    cancels after the publish takes the same lock, so it either finds the
-//    waiter linked (and claims it by unlinking) or finds it gone;
-//  - a waker claims a waiter by unlinking it under the lock, records what
-//    the waiter needs (a value, a status) and wakes it after the unlock
-//    (WaitSection): never disarm under a lock that cancel_wait takes;
-//  - exactly one of waker and canceller unlinks a waiter, so exactly one
-//    of them owns its wake.
-// A plain thread waits the same way with a ThreadWake instead of a task.
-//
-// A select (channel/select.hpp) waits on several primitives at once: one
-// SelectCase per primitive, each in that primitive's list, all sharing one
-// SelectClaim. The select links its cases while holding every lock they
-// need (a MultiSection) and parks before it lets go, so a waker, which
-// holds one of those locks, only ever meets a parked select or a finished
-// one: it claims the case with one CAS on the claim word (claim_waiter),
-// and a case whose select finished elsewhere is dead, unlinked by whoever
-// meets it next. After its wake the select unlinks what is left under all
-// its locks again.
+// The one implementation of the cancellable-wait protocol (task_record.hpp)
+// for lock-based primitives, and the waits of a select over several of
+// them: docs/sync.md ("The wait queue") tells the protocol and why it holds.
+// In short: a waiter is claimed by unlinking it under its primitive's lock,
+// by exactly one of a waker and a canceller, and woken after the unlock.
 #pragma once
 
 #include <chrono>
@@ -86,18 +65,7 @@ class Waiter : public WaitHook, public ListHook<> {
   void set_wake_next(Waiter* w) noexcept { prev = w; }
 
   /// Claims the waiter for a canceller: unlinks it if it is still queued.
-  bool cancel_wait() noexcept final {
-    lock_->lock();
-    const bool mine = is_linked();
-    if (mine) {
-      WaitList::unlink(this);
-      cancelled = true;
-      left_locked();
-    }
-    lock_->unlock();
-    after_cancel(mine);
-    return mine;
-  }
+  bool cancel_wait() noexcept final;
 
   /// Queues the waiter (under the lock).
   void link_locked(WaitList& l, bool at_front = false) noexcept {
@@ -142,15 +110,7 @@ class SelectClaim final : public WaitHook {
   }
   /// The canceller's claim (a WaitHook): true only if it cancelled a parked
   /// select, which the caller then schedules; an unparked one sees it at park().
-  bool cancel_wait() noexcept override {
-    std::uint32_t v = word_.load(std::memory_order_acquire);
-    while ((v & kStateMask) == kOpen) {
-      if (word_.compare_exchange_weak(v, kCancelled | (v & kParked), std::memory_order_acq_rel)) {
-        return (v & kParked) != 0;
-      }
-    }
-    return false;
-  }
+  bool cancel_wait() noexcept override;
   /// The select's task, last thing before it suspends: false if a timer or
   /// a canceller finished the select first (then it must not suspend).
   bool park() noexcept {
@@ -312,19 +272,6 @@ class MultiSection : public WakeList {
   std::size_t n_ = 0;
 };
 
-inline MultiSection::MultiSection(SpinLock* const* locks, std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; ++i) {  // insertion sort, without duplicates: n is small
-    SpinLock* l = locks[i];
-    std::size_t j = n_;
-    while (j > 0 && locks_[j - 1] > l) --j;
-    if (j > 0 && locks_[j - 1] == l) continue;
-    for (std::size_t k = n_; k > j; --k) locks_[k] = locks_[k - 1];
-    locks_[j] = l;
-    ++n_;
-  }
-  for (std::size_t i = 0; i < n_; ++i) locks_[i]->lock();
-}
-
 enum class WaitStep : std::uint8_t { done, cancelled, suspended };
 
 /// What to do under the lock right before linking: returns true to link at
@@ -419,36 +366,17 @@ class LevelWaiter : public Waiter {
   const char* what_;
 };
 
-/// The same wait for a plain thread: blocks until `ready_locked()` holds
+/// The same wait for a plain thread: blocks until `ready_locked(ctx)` holds
 /// under `lock` (returns true), or, when `timed`, until `deadline` (false,
 /// having taken nothing). `what` names the call in the error a worker gets.
 /// Throws std::logic_error on a runtime worker (blocking it would stall tasks).
+bool block_until_level(SpinLock& lock, WaitList& list, bool (*ready_locked)(void* ctx), void* ctx, const char* what,
+                       bool timed, std::chrono::steady_clock::time_point deadline);
 template <class Ready>
 bool wait_level_blocking(SpinLock& lock, WaitList& list, Ready&& ready_locked, const char* what, bool timed = false,
                          std::chrono::steady_clock::time_point deadline = {}) {
-  if (on_worker_thread()) {
-    throw std::logic_error(std::string(what) + ": called on a runtime worker (it would block the worker; use co_await)");
-  }
-  struct ThreadWaiter final : Waiter {
-    using Waiter::Waiter;
-  } w(lock);
-  ThreadWake wake;
-  if (wait_step_thread(w, wake, lock, list, [&](WaitSection&) { return ready_locked(); }) == WaitStep::done) {
-    return true;
-  }
-  if (timed && !wake.wait_until(deadline)) {
-    {
-      WaitSection sec(lock);
-      if (w.is_linked()) {  // still queued: nobody claimed it, so it leaves with nothing
-        w.unlink_locked();
-        return false;
-      }
-    }
-    // Claimed as the deadline passed: the wake-up is ours. The waker still
-    // has to notify (after its unlock): wait for that before `wake` goes.
-  }
-  wake.wait();
-  return true;
+  auto call = [](void* r) { return (*static_cast<std::remove_reference_t<Ready>*>(r))(); };
+  return block_until_level(lock, list, call, &ready_locked, what, timed, deadline);
 }
 
 /// What a select (channel/select.hpp) asks of each of its cases; each

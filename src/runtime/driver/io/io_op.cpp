@@ -21,6 +21,17 @@ std::uint32_t clamp_ms(std::chrono::milliseconds limit) noexcept {
 }
 }  // namespace
 
+const char* IoWaiter::wait_kind() const noexcept {
+  switch (interest) {
+    case io::readable:
+      return "I/O: readable";
+    case io::writable:
+      return "I/O: writable";
+    default:
+      return "I/O: readable or writable";
+  }
+}
+
 IoOp::IoOp(IoSource* s, std::uint8_t interest, AttemptFn attempt, std::chrono::milliseconds limit) noexcept
     : w_(s, s->lock, interest), attempt_(attempt), limit_ms_(clamp_ms(limit)) {}
 
