@@ -6,6 +6,19 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
+
+namespace shoal::detail {
+
+ReadableCase ByteStreamRef::readable_case() {
+  if (ops_->readable_case == nullptr) {
+    throw std::logic_error("shoal::net::on_readable: this stream type has no readability case "
+                           "(net::Stream and tls::Stream have one)");
+  }
+  return ops_->readable_case(self_);
+}
+
+}  // namespace shoal::detail
 
 namespace shoal::net {
 
@@ -14,6 +27,12 @@ std::string_view BufferedReader::take(std::size_t n) noexcept {
   start_ += n;
   scanned_ = 0;
   return out;
+}
+
+detail::ReadableCase on_readable(BufferedReader& r) {
+  detail::ReadableCase c = r.in_.readable_case();
+  if (r.start_ < r.buf_.size() || r.eof_) c.set_pending();
+  return c;
 }
 
 Task<bool> BufferedReader::fill() {

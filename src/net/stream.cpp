@@ -248,6 +248,11 @@ StreamCall<void> Stream::wait_readable() {
   return StreamCall<void>(s, Kind::wait_readable, nullptr, 0, idle_timeout_, fresh);
 }
 
+detail::ReadableCase on_readable(Stream& s) {
+  // Registered as wait_readable registers: readability is the kernel's report.
+  return detail::ReadableCase(s.source(io::writable), false);
+}
+
 void Stream::shutdown(Shutdown how) {
   const int h = how == Shutdown::read ? SHUT_RD : how == Shutdown::write ? SHUT_WR : SHUT_RDWR;
   if (::shutdown(fd_, h) != 0 && errno != ENOTCONN) io_error("shutdown", fd_, errno);

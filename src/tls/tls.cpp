@@ -435,6 +435,14 @@ Task<void> Stream::wait_readable() {
   co_await sock_.wait_readable();
 }
 
+shoal::detail::ReadableCase on_readable(Stream& s) {
+  if (s.conn_ == nullptr) throw std::logic_error("shoal::tls::on_readable: used after a move or a failed handshake");
+  shoal::detail::ReadableCase c = net::on_readable(s.sock_);
+  std::lock_guard lock(s.conn_->mu);
+  if (SSL_has_pending(s.conn_->ssl) == 1 || s.conn_->in.size() > s.conn_->in_pos) c.set_pending();
+  return c;
+}
+
 Task<void> Stream::shutdown() {
   (void)co_await drive(Op::shutdown, nullptr, 0, nullptr);
   sock_.shutdown(net::Shutdown::write);

@@ -13,7 +13,12 @@
 #include <system_error>
 #include <vector>
 
+#include "shoal/channel/channel.hpp"
+#include "shoal/channel/select.hpp"
+#include "shoal/net/buffered_reader.hpp"
 #include "shoal/net/stream.hpp"
+#include "shoal/sync/event.hpp"
+#include "shoal/testing/stream_pair.hpp"
 #include "support/frame_counter.hpp"
 #include "src/net/sys.hpp"
 #include "support/test_support.hpp"
@@ -470,6 +475,147 @@ TEST(ListenerTest, BindErrorsNameTheAddress) {
     EXPECT_EQ(e.code().value(), EADDRINUSE);
     EXPECT_NE(std::string(e.what()).find(taken.to_string()), std::string::npos) << e.what();
   }
+}
+
+// net::on_readable: a stream's readability as a select case.
+SHOAL_TEST_SUITE(OnReadableTest);
+
+SHOAL_TEST(OnReadableTest, AWaitingSelectCompletesWhenBytesArriveAndReadsNothing) {
+  auto pair = shoal::testing::stream_pair();
+  Stream& a = pair.first;
+  Stream& b = pair.second;
+  shoal::Event never;
+  shoal::Event selecting;
+  std::size_t index = 99;
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      selecting.set();
+      auto r = co_await shoal::select(shoal::net::on_readable(a), shoal::on_event(never));
+      index = r.index();
+    });
+    co_await selecting.wait();  // parked or not yet: either way the bytes complete it
+    co_await b.write_all(std::string_view("hi"));
+  });
+  EXPECT_EQ(index, 0u);
+  std::vector<char> buf(8);
+  EXPECT_EQ(co_await a.read_some(bytes(buf)), 2u) << "the select consumed bytes";
+  EXPECT_EQ(std::string(buf.data(), 2), "hi");
+}
+
+SHOAL_TEST(OnReadableTest, ItLosesWhileNothingIsReadableAndWinsOnceBytesWait) {
+  auto pair = shoal::testing::stream_pair();
+  Stream& a = pair.first;
+  Stream& b = pair.second;
+  shoal::Event set;
+  set.set();
+  auto r = co_await shoal::select(shoal::net::on_readable(a), shoal::on_event(set));
+  EXPECT_EQ(r.index(), 1u) << "an empty socket was readable";
+  co_await b.write_all(std::string_view("x"));
+  shoal::Event never;
+  auto r2 = co_await shoal::select(shoal::net::on_readable(a), shoal::on_event(never));
+  EXPECT_EQ(r2.index(), 0u);
+}
+
+// A read that takes exactly what was there leaves the cached readable bit
+// set; the case asks the kernel instead of completing on it. With both
+// cases ready, the choice would be random: 64 rounds of "the event" are the
+// evidence.
+SHOAL_TEST(OnReadableTest, AReadThatTookEverythingLeavesItNotReadable) {
+  auto pair = shoal::testing::stream_pair();
+  Stream& a = pair.first;
+  Stream& b = pair.second;
+  shoal::Event set;
+  set.set();
+  std::vector<char> buf(4);
+  for (int round = 0; round < 64; ++round) {
+    co_await b.write_all(std::string_view("abcd"));
+    EXPECT_EQ(co_await a.read_some(bytes(buf)), 4u);
+    auto r = co_await shoal::select(shoal::net::on_readable(a), shoal::on_event(set));
+    EXPECT_EQ(r.index(), 1u) << "round " << round << ": a drained socket was readable";
+    if (r.index() != 1) break;
+  }
+}
+
+SHOAL_TEST(OnReadableTest, TheEndOfTheStreamIsReadable) {
+  auto pair = shoal::testing::stream_pair();
+  Stream& a = pair.first;
+  Stream& b = pair.second;
+  shoal::Event never;
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      auto r = co_await shoal::select(shoal::net::on_readable(a), shoal::on_event(never));
+      EXPECT_EQ(r.index(), 0u);
+    });
+    b.shutdown(shoal::net::Shutdown::write);
+    co_return;
+  });
+  std::vector<char> buf(4);
+  EXPECT_EQ(co_await a.read_some(bytes(buf)), 0u);
+}
+
+// The loop the case is for: a client's lines and a room's messages in one
+// task, whichever comes first, and a shutdown.
+SHOAL_TEST(OnReadableTest, OneLoopServesAClientsLinesARoomAndAShutdown) {
+  auto pair = shoal::testing::stream_pair();
+  Stream& a = pair.first;
+  Stream& b = pair.second;
+  shoal::net::BufferedReader in(a);
+  shoal::Channel<std::string> room(4);
+  shoal::Channel<std::string> seen(8);  // what the loop handled, in order
+  shoal::Event stop;
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      for (;;) {
+        auto r = co_await shoal::select(shoal::net::on_readable(in), shoal::on_recv(room), shoal::on_event(stop));
+        if (r.index() == 0) {
+          auto line = co_await in.next_line(64);
+          if (!line) co_return;
+          co_await seen.send("client: " + std::string(*line));
+        } else if (r.index() == 1) {
+          co_await seen.send("room: " + *std::get<1>(std::move(r)));
+        } else {
+          co_return;
+        }
+      }
+    });
+    // Two lines in one write: the second is read ahead with the first, so
+    // the reader's case must complete on its buffer, not the drained socket.
+    co_await b.write_all(std::string_view("one\ntwo\n"));
+    EXPECT_EQ(co_await seen.recv(), "client: one");
+    EXPECT_EQ(co_await seen.recv(), "client: two");
+    co_await room.send("hello");
+    EXPECT_EQ(co_await seen.recv(), "room: hello");
+    stop.set();
+  });
+}
+
+SHOAL_TEST(OnReadableTest, ACancelledSelectLeavesNoWaiterOnTheStream) {
+  auto pair = shoal::testing::stream_pair();
+  Stream& a = pair.first;
+  shoal::Event never;
+  shoal::Event selecting;
+  bool cancelled = false;
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      try {
+        selecting.set();
+        (void)co_await shoal::select(shoal::net::on_readable(a), shoal::on_event(never));
+      } catch (const shoal::Cancelled&) {
+        cancelled = true;
+        throw;
+      }
+    });
+    co_await selecting.wait();
+    s.cancel();
+  });
+  EXPECT_TRUE(cancelled);
+  a.close();  // aborts if the case were still linked on the source
+  EXPECT_FALSE(a.is_open());
+}
+
+TEST(OnReadableTest, AClosedStreamIsAnErrorNamingTheCall) {
+  Stream closed;
+  EXPECT_THROW((void)shoal::net::on_readable(closed), std::logic_error);
 }
 
 }  // namespace

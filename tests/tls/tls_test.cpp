@@ -293,6 +293,31 @@ SHOAL_TEST(Tls, ABufferedReaderReadsLinesOverTls) {
   EXPECT_EQ(lines, (std::vector<std::string>{"one", "two", "", "three"}));
 }
 
+// Decrypted bytes left in the connection after a short read make it
+// readable although the socket is drained: the server sends two lines in
+// one record and then waits, so only those bytes can complete the case.
+SHOAL_TEST(Tls, BytesLeftDecryptedMakeTheStreamReadableForASelect) {
+  auto l = Listener::bind(Address::parse("127.0.0.1:0"));
+  shoal::Event done;
+  std::size_t index = 99;
+  co_await shoal::scope([&](shoal::Scope& sc) -> Task<void> {
+    sc.spawn([&]() -> Task<void> {
+      tls::Stream s = co_await answer(l, server_context(certs().cert));
+      co_await s.write_all(std::string_view("one\ntwo\n"));
+      co_await done.wait();
+    });
+    tls::Stream c = co_await dial(l.local_address(), client_context(), "localhost");
+    std::vector<char> buf(4);
+    std::size_t got = 0;
+    while (got < 4) got += co_await c.read_some(std::as_writable_bytes(std::span(buf)).subspan(got));
+    EXPECT_EQ(std::string(buf.data(), 4), "one\n");
+    auto r = co_await shoal::select(tls::on_readable(c), shoal::on_timeout(10s));
+    index = r.index();
+    done.set();
+  });
+  EXPECT_EQ(index, 0u) << "the decrypted \"two\\n\" did not make the stream readable";
+}
+
 // A refusal while the client still sends: the reply and the close_notify
 // arrive, no reset destroys them.
 SHOAL_TEST(Tls, LingerCloseLetsAClientStillSendingReadTheLastReplyAndTheCloseNotify) {

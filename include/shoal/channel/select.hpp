@@ -1,5 +1,6 @@
-// select: wait on several channel operations, events, notifications and a
-// deadline at once; exactly one of them happens.
+// select: wait on several channel operations, events, notifications, a
+// stream becoming readable and a deadline at once; exactly one of them
+// happens.
 //
 //   std::string line = "hello";
 //   auto r = co_await shoal::select(shoal::on_recv(numbers), shoal::on_send(out, line),

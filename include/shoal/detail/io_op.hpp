@@ -10,6 +10,7 @@
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
+#include <variant>
 
 #include "shoal/detail/stand_in.hpp"
 #include "shoal/detail/task_record.hpp"
@@ -28,6 +29,39 @@ struct IoWaiter : Waiter {
   bool expired = false;   // the wait's idle limit passed (under the source's lock)
   IoSource* src;
   const char* wait_kind() const noexcept override;
+};
+
+/// A select case (channel/select.hpp) on a stream's readability: it
+/// completes when a read would not wait, reading nothing: at once when the
+/// stream holds bytes already (`pending`: a reader's buffer, TLS's), else
+/// when the source's cached readiness says data, the end of the stream or
+/// an error. The reactor wakes it as it wakes a readable IoWaiter. Made by
+/// net::on_readable.
+class ReadableCase final : public SelectCase {
+ public:
+  using outcome_type = std::monostate;
+  ReadableCase(IoSource* s, bool pending) noexcept;
+  ReadableCase(ReadableCase&& o) noexcept : SelectCase(o.Waiter::lock()), src_(o.src_), pending_(o.pending_) {}
+  /// The stream holds bytes a read takes without waiting.
+  void set_pending() noexcept { pending_ = true; }
+
+  int poll_fast() noexcept { return pending_ || ready() ? 1 : 0; }
+  SpinLock* lock() noexcept { return &Waiter::lock(); }
+  bool poll_locked(WakeList&) noexcept { return pending_ || ready(); }
+  bool link_locked(WakeList&, SelectClaim& claim, std::uint32_t index, TaskRecord* f) noexcept;
+  void after_unlock() noexcept {}
+  void disarm_locked() noexcept {
+    if (is_linked()) unlink_locked();
+  }
+  bool finish() noexcept { return true; }  // woken by readiness, which only a read drops
+  void reset() noexcept { in_select = false; }
+  std::monostate take() noexcept { return {}; }
+  const char* wait_kind() const noexcept override { return "I/O: readable (select)"; }
+
+ private:
+  bool ready() noexcept;
+  IoSource* src_;
+  bool pending_;
 };
 
 /// An I/O operation's readiness loop. `attempt(op)` makes the syscall once

@@ -74,6 +74,15 @@ class BufferedReader {
   /// The bytes read ahead and not yet taken.
   std::string_view buffered() const noexcept { return std::string_view(buf_).substr(start_); }
 
+  /// A select case (shoal::select) that completes when the reader's next
+  /// call would not wait for the stream to become readable: at once while
+  /// bytes are read ahead (or the stream ended), else when the stream is
+  /// readable (net::on_readable). It reads nothing; a line may still need
+  /// more than one read.
+  /// Throws: std::logic_error for a stream type with no on_readable
+  ///   (net::Stream and tls::Stream have one); as net::on_readable.
+  friend shoal::detail::ReadableCase on_readable(BufferedReader& r);
+
  private:
   // Finds `delim` in the read-ahead, reading more as needed: the length of
   // the record (with its delimiter), or of the rest at the end of the
@@ -92,5 +101,8 @@ class BufferedReader {
   char scanned_for_ = 0;     // a call with another delimiter searches from start_ again
   bool eof_ = false;
 };
+
+/// A select case on `r`'s readability (see BufferedReader's on_readable).
+shoal::detail::ReadableCase on_readable(BufferedReader& r);
 
 }  // namespace shoal::net

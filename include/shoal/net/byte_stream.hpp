@@ -15,6 +15,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "shoal/detail/io_op.hpp"
 #include "shoal/runtime/task.hpp"
 
 namespace shoal::net {
@@ -82,6 +83,9 @@ class ByteStreamRef {
   void set_idle_timeout(std::chrono::milliseconds t) noexcept { ops_->set_idle_timeout(self_, t); }
   std::chrono::milliseconds idle_timeout() const noexcept { return ops_->idle_timeout(self_); }
   int native_handle() const noexcept { return ops_->native_handle(self_); }
+  /// The stream's select case for readability (net::on_readable). Throws
+  /// std::logic_error for a stream type that has none.
+  ReadableCase readable_case();
 
   /// The stream referred to, if it is an `S` (else null): for a direct
   /// path where one type is common. May say null for an `S` whose
@@ -103,7 +107,18 @@ class ByteStreamRef {
     void (*set_idle_timeout)(void*, std::chrono::milliseconds) noexcept;
     std::chrono::milliseconds (*idle_timeout)(const void*) noexcept;
     int (*native_handle)(const void*) noexcept;
+    ReadableCase (*readable_case)(void*);  // null: the stream has no on_readable
   };
+  template <class S>
+  static constexpr ReadableCase (*readable_case_of() noexcept)(void*) {
+    if constexpr (requires(S& s) {
+                    { on_readable(s) } -> std::same_as<ReadableCase>;
+                  }) {
+      return [](void* s) { return on_readable(as<S>(s)); };
+    } else {
+      return nullptr;
+    }
+  }
   template <class S>
   static S& as(void* s) noexcept {
     return *static_cast<S*>(s);
@@ -123,6 +138,7 @@ class ByteStreamRef {
       [](void* s, std::chrono::milliseconds t) noexcept { as<S>(s).set_idle_timeout(t); },
       [](const void* s) noexcept -> std::chrono::milliseconds { return as<S>(s).idle_timeout(); },
       [](const void* s) noexcept -> int { return as<S>(s).native_handle(); },
+      readable_case_of<S>(),
   };
 
   void* self_;

@@ -217,6 +217,7 @@ class Stream {
 
  private:
   friend Task<Stream> connect(Address address, std::chrono::milliseconds timeout);
+  friend detail::ReadableCase on_readable(Stream& s);
   static Task<Stream> connect_now(Address address);
   detail::IoSource* source(std::uint32_t ready_hint, bool* registered = nullptr);
   int fd_ = -1;
@@ -225,6 +226,23 @@ class Stream {
 };
 
 static_assert(ByteStream<Stream>);
+
+/// A select case (shoal::select) that completes when a read of `s` would
+/// not wait (data, the end of the stream or an error), reading nothing, so
+/// that one loop waits for a client's next bytes, a room's message and a
+/// shutdown at once and reads only once bytes are there:
+///
+///   auto r = co_await shoal::select(shoal::net::on_readable(in), shoal::on_recv(room),
+///                                   shoal::on_event(stop));
+///
+/// Its outcome is std::monostate. Unlike wait_readable it has no idle limit
+/// (add an on_timeout case). On a BufferedReader or a tls::Stream it
+/// completes at once while bytes are read ahead.
+/// Checkpoint, Cancellation: the select's (nothing is read either way).
+/// Thread-safety: as read_some (the one reading task selects).
+/// Throws: std::logic_error on a closed or moved-from stream;
+///   std::system_error if the reactor refuses the fd.
+detail::ReadableCase on_readable(Stream& s);
 
 /// Socket options for Listener::bind.
 struct ListenOptions {

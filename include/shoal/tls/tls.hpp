@@ -190,6 +190,12 @@ class Stream {
   /// moved from.
   bool is_open() const noexcept { return conn_ != nullptr; }
 
+  /// A select case that completes when a read would not wait for the
+  /// socket (decrypted or received bytes are buffered, or the socket is
+  /// readable), reading nothing: as net::on_readable. Throws
+  /// std::logic_error on an empty stream; as net::on_readable.
+  friend shoal::detail::ReadableCase on_readable(Stream& s);
+
  private:
   friend Task<Stream> connect(net::Stream, const Context&, std::string, std::chrono::milliseconds);
   friend Task<Stream> accept(net::Stream, const Context&, std::chrono::milliseconds);
@@ -204,6 +210,9 @@ class Stream {
   net::Stream sock_;
   std::unique_ptr<detail::Conn> conn_;
 };
+
+/// A select case on `s`'s readability (see Stream's on_readable).
+shoal::detail::ReadableCase on_readable(Stream& s);
 
 static_assert(net::ByteStream<Stream>);
 

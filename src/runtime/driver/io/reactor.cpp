@@ -19,7 +19,10 @@
 //   ticks without blocking): src/runtime/driver/. A deregistered source is
 //   pushed onto a release stack that the driver holder frees before its next
 //   backend wait: by then no harvested event can still point at it.
+#include <poll.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
@@ -124,6 +127,34 @@ bool io_wait_suspend(IoWaiter& w, TaskRecord* f, std::coroutine_handle<> h) noex
   return true;
 }
 
+ReadableCase::ReadableCase(IoSource* s, bool pending) noexcept : SelectCase(s->lock), src_(s), pending_(pending) {
+  // A poll backend reports a readiness once, then waits to be armed again:
+  // armed now, a report before the case links is seen in its state.
+  if (s->core->rearm) s->core->driver->io_rearm(s->fd, io::readable, s);
+}
+
+bool ReadableCase::ready() noexcept {
+  for (;;) {
+    const std::uint32_t v = src_->state.load(std::memory_order_acquire);
+    if ((v & io::closed(io::readable)) != 0) return true;
+    if ((v & io::readable) == 0) return false;
+    // The bit may be an assumption, or left by a read that took everything
+    // (as Stream::wait_readable knows): ask the kernel, consuming nothing.
+    pollfd p{src_->fd, POLLIN, 0};
+    const int n = ::poll(&p, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != 0) return true;                              // data, the end, or an error the read reports
+    if (io_clear(src_, v, io::readable)) return false;  // not readable: the next edge sets it again
+  }
+}
+
+bool ReadableCase::link_locked(WakeList&, SelectClaim& claim, std::uint32_t index, TaskRecord* f) noexcept {
+  enter_select(claim, index);
+  record = f;
+  src_->waiters.push_back(this);
+  return false;
+}
+
 void io_dispatch(const io::Event* events, std::size_t n, TaskBatch& batch) noexcept {
   for (std::size_t i = 0; i < n; ++i) {
     auto* s = static_cast<IoSource*>(events[i].token);
@@ -138,10 +169,15 @@ void io_dispatch(const io::Event* events, std::size_t n, TaskBatch& batch) noexc
     s->lock.lock();
     for (Waiter* w = s->waiters.front(); w != nullptr;) {
       Waiter* next = s->waiters.next(w);
-      if ((static_cast<IoWaiter*>(w)->interest & bits) != 0) {
+      // A select's case on a source is a ReadableCase; a dead one (its
+      // select finished another way) is unlinked and not woken.
+      const std::uint32_t interest = w->in_select ? std::uint32_t{io::readable} : static_cast<IoWaiter*>(w)->interest;
+      if ((interest & bits) != 0) {
         w->unlink_locked();
-        w->set_wake_next(woken);
-        woken = w;
+        if (claim_waiter(w)) {
+          w->set_wake_next(woken);
+          woken = w;
+        }
       }
       w = next;
     }
