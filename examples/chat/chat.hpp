@@ -1,9 +1,10 @@
 // The chat room behind examples/chat_server.cpp: each connection sends its
 // nickname, then lines; every line goes to everyone. One hub task owns the
 // room: it selects over the lines coming in, the shutdown event and a
-// once-a-minute tick, and broadcasts. Each connection is two sibling tasks:
-// a reader (lines in) and a writer (the broadcast out); a client too slow
-// to keep up is told how many lines it missed instead of holding memory.
+// once-a-minute tick, and broadcasts. Each connection is one task in one
+// loop: a line from the client, a line for the room's output or the
+// client's idle limit, whichever comes first; a client too slow to keep up
+// is told how many lines it missed instead of holding memory.
 #pragma once
 
 #include <chrono>
@@ -57,7 +58,8 @@ class Room {
   /// One connection: the first line is the nickname. Checkpoint: yes.
   /// Throws: what the stream throws (serve handles it).
   shoal::Task<void> serve(shoal::net::Stream conn) {
-    conn.set_idle_timeout(limits_.idle);
+    conn.set_idle_timeout(limits_.idle);  // a read or a write that stalls this long fails
+    conn.set_nodelay(true);  // each room line goes out at once, not behind the client's delayed ACK
     shoal::net::BufferedReader in(conn);
     auto nick = co_await in.read_line(64);
     if (!nick || nick->empty()) co_return;
@@ -69,31 +71,39 @@ class Room {
     const bool open = co_await post(std::move(joined));
     if (!open) co_return;
     bool too_long = false;
-    co_await shoal::scope([&](shoal::Scope& s) -> shoal::Task<void> {
-      s.spawn([&]() -> shoal::Task<void> {  // the writer: the room, out to this client
-        for (;;) {
-          auto msg = co_await rx.recv();
-          if (msg.closed()) break;
+    // Waiting in the select is not a read, so the stream's idle limit does
+    // not count it: the loop keeps its own deadline, moved by each line.
+    auto silent_until = shoal::now() + limits_.idle;
+    try {
+      for (;;) {
+        auto r = co_await shoal::select(shoal::net::on_readable(in), shoal::on_recv(rx),
+                                        shoal::on_deadline(silent_until));
+        if (r.index() == 0) {
+          // The rest of a partial line is waited for here (the stream's idle
+          // limit bounds it); the room's lines wait in rx meanwhile.
+          auto line = co_await in.next_line(limits_.max_line);
+          if (!line) break;  // the client left
+          silent_until = shoal::now() + limits_.idle;
+          Line said{*nick, std::string(*line)};
+          // A closed room's last lines are in rx, which then ends the loop.
+          (void)co_await post(std::move(said));
+        } else if (r.index() == 1) {
+          auto msg = std::get<1>(std::move(r));
+          if (msg.closed()) break;  // the room closed
           if (msg.lagged()) {
             co_await conn.write_all("* you missed " + std::to_string(msg.missed()) + " lines\n");
-            continue;
+          } else {
+            co_await conn.write_all(*msg);
           }
-          co_await conn.write_all(*msg);
+        } else {
+          co_await conn.write_all(std::string_view("* you were idle too long\n"));
+          break;
         }
-        s.cancel();  // the room closed: the reader stops too
-      });
-      try {
-        while (auto line = co_await in.next_line(limits_.max_line)) {
-          Line said{*nick, std::string(*line)};
-          const bool posted = co_await post(std::move(said));
-          if (!posted) break;
-        }
-      } catch (const shoal::net::LineTooLong&) {
-        too_long = true;  // co_await is not allowed in a handler: answer below
       }
-      s.cancel();  // the client left (or the room closed): the writer stops too
-    });
-    if (too_long) co_await conn.write_all("* line too long\n");  // the writer is done: one writer at a time
+    } catch (const shoal::net::LineTooLong&) {
+      too_long = true;  // co_await is not allowed in a handler: answer below
+    }
+    if (too_long) co_await conn.write_all("* line too long\n");
     Line left{"", *nick + " left"};
     (void)co_await post(std::move(left));
     // The rest of a long line may still be coming: a plain close would reset

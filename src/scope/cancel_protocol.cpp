@@ -132,6 +132,12 @@ bool WordWaiter::cancel_wait() noexcept {
   }
 }
 
+void WordWaiter::wake_taken() noexcept {
+  TaskRecord* f = waiter;
+  disarm_wait(f, this);
+  schedule(f);
+}
+
 WordWaiter::Registered WordWaiter::register_until(shim::atomic<std::uint64_t>& word, TaskRecord* f,
                                                   std::uint64_t done) noexcept {
   return register_wait(word, f, [done](std::uint64_t& v) noexcept { return (v & done) != 0 ? 1 : 0; });

@@ -376,6 +376,109 @@ SHOAL_TEST(SelectTest, AOneshotIsACaseThatLosesNoValueAndThrowsForADroppedSender
   EXPECT_THROW((void)co_await shoal::select(shoal::on_recv(rx)), shoal::SenderDropped);
 }
 
+// on_join: "the child's result, or the shutdown, whichever first" in one
+// select. A select that another case won leaves the result in the handle.
+SHOAL_TEST(SelectTest, AJoinHandleIsACaseThatLeavesTheResultInTheHandleWhenItLoses) {
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    shoal::Notify go;
+    shoal::Event shutdown, never;
+    auto h = s.start([&]() -> Task<int> {
+      co_await go.wait();
+      co_return 7;
+    });
+    shutdown.set();
+    auto lost = co_await shoal::select(shoal::on_join(h), shoal::on_event(shutdown));
+    EXPECT_EQ(lost.index(), 1u);
+    EXPECT_TRUE(h.valid()) << "the case that lost took the result";
+    s.spawn([&]() -> Task<void> {
+      go.notify_one();
+      co_return;
+    });
+    auto got = co_await shoal::select(shoal::on_join(h), shoal::on_event(never));
+    SHOAL_CO_ASSERT(got.index() == 0u);
+    EXPECT_EQ(std::get<0>(got), 7);
+    EXPECT_FALSE(h.valid()) << "the case that won delivered the result";
+    auto finished = s.start([]() -> Task<void> { co_return; });
+    while (!finished.done()) co_await shoal::checkpoint();
+    auto at_once = co_await shoal::select(shoal::on_event(never), shoal::on_join(finished));
+    EXPECT_EQ(at_once.index(), 1u) << "a finished child completes the case without waiting";
+    int x = 3;
+    auto ref = s.start([&]() -> Task<int&> { co_return x; });
+    auto r = co_await shoal::select(shoal::on_join(ref), shoal::on_event(never));
+    SHOAL_CO_ASSERT(r.index() == 0u);
+    EXPECT_EQ(&std::get<0>(r).get(), &x) << "a reference comes as a std::reference_wrapper";
+  });
+}
+
+SHOAL_TEST(SelectTest, AJoinCaseRethrowsTheChildsFaultAndReportsACutOffChild) {
+  bool caught = false;
+  try {
+    co_await shoal::scope([&](Scope& s) -> Task<void> {
+      shoal::Event never;
+      auto bad = s.start([]() -> Task<int> {
+        co_await shoal::checkpoint();
+        throw std::runtime_error("child failed");
+      });
+      // The first fault cancels the scope too: a shielded select is sure to see it.
+      co_await shoal::shielded([&]() -> Task<void> {
+        try {
+          (void)co_await shoal::select(shoal::on_join(bad), shoal::on_event(never));
+        } catch (const std::runtime_error& e) {
+          EXPECT_STREQ(e.what(), "child failed");
+          caught = true;
+        }
+      }());
+      EXPECT_FALSE(bad.valid()) << "the case that won delivered the fault";
+    });
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "child failed");  // the scope's own first fault
+  }
+  EXPECT_TRUE(caught);
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    shoal::Event never;
+    auto cut = s.start([&]() -> Task<void> { co_await never.wait(); });
+    s.spawn([&]() -> Task<void> {
+      cut.cancel();
+      co_return;
+    });
+    EXPECT_THROW((void)co_await shoal::select(shoal::on_join(cut), shoal::on_event(never)), shoal::ChildCancelled);
+  });
+}
+
+// A handle has one awaiter at a time: of two selects on one running child,
+// whichever links second is told so (and sets `stop` for the first).
+SHOAL_TEST(SelectTest, AJoinCaseOnADeliveredOrBusyHandleIsALogicError) {
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    shoal::Event never, go, stop;
+    auto h = s.start([]() -> Task<int> { co_return 1; });
+    EXPECT_EQ(co_await h, 1);
+    EXPECT_THROW((void)co_await shoal::select(shoal::on_join(h), shoal::on_event(never)), std::logic_error);
+    auto slow = s.start([&]() -> Task<int> {
+      co_await go.wait();
+      co_return 2;
+    });
+    int told = 0;
+    auto both = [&]() -> Task<void> {
+      try {
+        auto r = co_await shoal::select(shoal::on_join(slow), shoal::on_event(stop));
+        EXPECT_EQ(r.index(), 1u);
+      } catch (const std::logic_error& e) {
+        EXPECT_NE(std::string(e.what()).find("another task awaits"), std::string::npos) << e.what();
+        ++told;
+        stop.set();
+      }
+    };
+    co_await shoal::scope([&](Scope& pair) -> Task<void> {
+      pair.spawn(both);
+      pair.spawn(both);
+      co_return;
+    });
+    EXPECT_EQ(told, 1);
+    go.set();
+    EXPECT_EQ(co_await slow, 2) << "neither select took the result";
+  });
+}
+
 SHOAL_TEST(SelectTest, InACancelledScopeItThrowsWithoutTakingAnything) {
   Channel<int> ch(1);
   EXPECT_EQ(ch.try_send(1), shoal::SendStatus::sent);
@@ -547,6 +650,80 @@ TEST(SelectStress, SelectingAndPlainSendersAndReceiversLoseNothing) {
   shoal::test::Watchdog dog(std::chrono::seconds(300), "select mixed stress");
   const std::uint64_t seed = shoal::test::test_seed("SelectStress.SelectingAndPlainSendersAndReceiversLoseNothing");
   for (std::size_t workers : {1u, 4u}) mixed_stress(workers, seed + workers);
+}
+
+}  // namespace
+
+namespace {
+
+// A child finishing at the moment another case wins, or the select's scope
+// is cancelled: the result is delivered exactly once, by the case or by
+// awaiting the handle afterwards; and a select that ended another way never
+// lets its case go while the finishing child still claims through it
+// (ASan and TSan run this).
+void join_case_stress(std::size_t workers) {
+  const long rounds = shoal::test::scaled(20'000, 2'000);
+  shoal::RuntimeOptions opts;
+  opts.workers = workers;
+  long by_case = 0, by_await = 0;
+  shoal::run(shoal::scope([&](Scope& s) -> Task<void> {
+    for (long i = 0; i < rounds; ++i) {
+      shoal::Event go;
+      shoal::Notify other;
+      // Each party yields a different number of times first, so that every
+      // order of the three comes up (any order must keep the invariant).
+      auto h = s.start([&go, i]() -> Task<long> {
+        co_await go.wait();
+        for (long k = 0; k < i % 4; ++k) co_await shoal::checkpoint();
+        co_return i;
+      });
+      const long how = i % 3;  // 0: a notify races the child; 1: a cancel does; 2: both
+      bool won = false;
+      co_await shoal::scope([&](Scope& round) -> Task<void> {
+        round.spawn([&]() -> Task<void> {
+          go.set();
+          co_return;
+        });
+        if (how != 1) {
+          round.spawn([&]() -> Task<void> {
+            for (long k = 0; k < i / 4 % 4; ++k) co_await shoal::checkpoint();
+            other.notify_one();
+          });
+        }
+        co_await shoal::scope([&](Scope& inner) -> Task<void> {
+          inner.spawn([&]() -> Task<void> {
+            auto r = co_await shoal::select(shoal::on_join(h), shoal::on_notify(other));
+            if (r.index() == 0) {
+              EXPECT_EQ(std::get<0>(r), i);
+              won = true;
+            }
+          });
+          if (how != 0) {
+            inner.spawn([&]() -> Task<void> {
+              for (long k = 0; k < i / 16 % 4; ++k) co_await shoal::checkpoint();
+              inner.cancel();
+            });
+          }
+          co_return;
+        });
+      });
+      if (won) {
+        ++by_case;
+        EXPECT_FALSE(h.valid());
+      } else {
+        ++by_await;
+        EXPECT_EQ(co_await h, i) << "round " << i << ": the select that lost left the result";
+      }
+    }
+  }), opts);
+  std::printf("workers %zu: %ld results by the case, %ld by awaiting the handle after\n", workers, by_case, by_await);
+  EXPECT_GT(by_case, 0) << "the case never won: the test did not test that";
+  EXPECT_GT(by_await, 0) << "the case never lost: the test did not test that";
+}
+
+TEST(SelectStress, AJoinCaseRacingAnotherCaseOrACancelDeliversEachResultOnce) {
+  shoal::test::Watchdog dog(std::chrono::seconds(300), "join case stress");
+  for (std::size_t workers : {1u, 4u}) join_case_stress(workers);
 }
 
 }  // namespace

@@ -130,6 +130,19 @@ SHOAL_TEST(ChatExampleTest, AClientStillSendingAHugeLineReadsTheNoticeNotAReset)
   });
 }
 
+// The connection's loop waits in a select, not in a read, so the stream's
+// idle limit does not see it: the loop's own deadline drops a silent client.
+SHOAL_TEST(ChatExampleTest, AClientSilentPastTheIdleLimitIsToldAndDropped) {
+  chat::Limits limits;
+  limits.idle = 200ms;
+  co_await with_chat(limits, [](Address addr, shoal::Event&) -> Task<void> {
+    Client quiet = co_await join(addr, "quiet");
+    EXPECT_EQ(co_await next(quiet), "* quiet joined");
+    EXPECT_EQ(co_await next(quiet), "* you were idle too long");
+    EXPECT_EQ(co_await next(quiet), "(eof)");
+  });
+}
+
 SHOAL_TEST(ChatExampleTest, ShutdownTellsEveryoneAndEndsEveryConnection) {
   co_await with_chat({}, [](Address addr, shoal::Event& shutdown) -> Task<void> {
     std::vector<Client> clients;

@@ -285,6 +285,10 @@ class WordWaiter : public WaitHook {
   /// Clears a canceller's mark (the waiter, once it runs again).
   void clear_pending() noexcept { word_->fetch_and(~kCancelPending, std::memory_order_acq_rel); }
   bool cancel_wait() noexcept final;
+  /// The word's owner took this waiter's address mark (exchanging the
+  /// word): the wake is its. A task's wait is disarmed and scheduled; a
+  /// select's case (on_join) claims its select instead.
+  virtual void wake_taken() noexcept;
   /// The waiter whose address mark is in `v`, or null (an address-marked word).
   static WordWaiter* in(std::uint64_t v) noexcept { return reinterpret_cast<WordWaiter*>(v & ~kLowBits); }
 

@@ -382,7 +382,7 @@ bool wait_level_blocking(SpinLock& lock, WaitList& list, Ready&& ready_locked, c
 /// What a select (channel/select.hpp) asks of each of its cases; each
 /// primitive defines its own case next to itself (Channel's on_recv and
 /// on_send, Event's on_event, Notify's on_notify, the timer's on_timeout, a
-/// stream's net::on_readable).
+/// JoinHandle's on_join, a stream's net::on_readable).
 ///   poll_fast()      without any lock: 1 completed, 0 not ready, -1 cannot
 ///                    tell without the lock
 ///   lock()           the primitive's lock (null: none)

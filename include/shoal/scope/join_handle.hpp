@@ -6,10 +6,12 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "shoal/scope/scope.hpp"
 
@@ -17,6 +19,9 @@ namespace shoal {
 
 namespace detail {
 struct JoinHandleAccess;
+class SelectClaim;  // a select's case needs these by reference only
+class SpinLock;
+class WakeList;
 }  // namespace detail
 
 /// The result of `Scope::start`: owns the child's result until it delivers
@@ -190,9 +195,13 @@ class JoinHandle {
 };
 
 namespace detail {
-/// For a select case that won on a finished child (Completions' on_next):
-/// its result as awaiting the handle gives it, without the await.
+/// For a select case that won on a finished child (Completions' on_next,
+/// on_join): its result as awaiting the handle gives it, without the await.
 struct JoinHandleAccess {
+  template <class T>
+  static JoinCell* cell(const JoinHandle<T>& h) noexcept {
+    return h.cell_;
+  }
   template <class T>
   static T take_finished(JoinHandle<T>& h) {
     const TaskRecord* f = current_record();
@@ -203,7 +212,94 @@ struct JoinHandleAccess {
     return h.take();
   }
 };
+
+/// on_join's case, apart from the result's type. The case marks the
+/// child's join word with its address, as a waiting Awaiter does. The
+/// finishing child that takes the mark claims the select (wake_taken) and
+/// then marks the case settled; a select that finished another way waits
+/// for that before the case may go, as for a DeadlineCase's firing
+/// (src/scope/scope.cpp).
+class JoinCaseCore : private WordWaiter {
+ public:
+  SpinLock* lock() noexcept { return nullptr; }
+  void after_unlock() noexcept {}
+  /// Takes the mark back, or waits until the child that took it is done
+  /// with this case.
+  void disarm_locked() noexcept;
+  bool finish() noexcept { return true; }  // a finished child stays finished
+  void reset() noexcept {}
+
+ protected:
+  JoinCaseCore() noexcept : WordWaiter(0) {}
+  ~JoinCaseCore() = default;
+  /// Null (delivered or moved from: take() reports it) or finished.
+  static bool ready(const JoinCell* c) noexcept {
+    return c == nullptr || (c->join.load(std::memory_order_acquire) & JoinCell::kDone) != 0;
+  }
+  /// Marks `c`'s word; true if the case completes after all (the child
+  /// finished, or another task awaits the handle: busy_).
+  bool link(JoinCell* c, SelectClaim& claim, std::uint32_t index, TaskRecord* f) noexcept;
+
+  bool busy_ = false;
+
+ private:
+  void wake_taken() noexcept override;
+
+  JoinCell* cell_ = nullptr;  // whose word holds the mark, while linked
+  SelectClaim* claim_ = nullptr;
+  std::uint32_t index_ = 0;
+  shim::atomic<bool> settled_{false};  // the child that took the mark is done with the case
+};
+
+/// What on_join yields for a Task<T>: a reference as a std::reference_wrapper
+/// (a variant holds no reference), nothing as std::monostate.
+template <class T>
+using JoinOutcome =
+    std::conditional_t<std::is_void_v<T>, std::monostate,
+                       std::conditional_t<std::is_reference_v<T>, std::reference_wrapper<std::remove_reference_t<T>>, T>>;
+
+/// The select case on_join returns.
+template <class T>
+class JoinCase final : public JoinCaseCore {
+ public:
+  using outcome_type = JoinOutcome<T>;
+  explicit JoinCase(JoinHandle<T>& h) noexcept : h_(&h) {}
+  JoinCase(JoinCase&& o) noexcept : h_(o.h_) {}
+
+  int poll_fast() noexcept { return ready(JoinHandleAccess::cell(*h_)) ? 1 : -1; }
+  bool poll_locked(WakeList&) noexcept { return ready(JoinHandleAccess::cell(*h_)); }
+  bool link_locked(WakeList&, SelectClaim& claim, std::uint32_t index, TaskRecord* f) noexcept {
+    return link(JoinHandleAccess::cell(*h_), claim, index, f);
+  }
+  outcome_type take() {
+    if (busy_) throw std::logic_error("shoal::on_join: another task awaits this JoinHandle (one awaiter at a time)");
+    if (!h_->valid()) throw std::logic_error("shoal::on_join: the JoinHandle was awaited already or moved from");
+    if constexpr (std::is_void_v<T>) {
+      JoinHandleAccess::take_finished(*h_);
+      return {};
+    } else {
+      return outcome_type(JoinHandleAccess::take_finished(*h_));
+    }
+  }
+
+ private:
+  JoinHandle<T>* h_;
+};
+
 }  // namespace detail
+
+/// A select case (channel/select.hpp): `h`'s child finished. Yields what
+/// awaiting `h` yields: its value (a reference as a std::reference_wrapper;
+/// std::monostate for Task<void>), and the result is delivered. Unless the
+/// case wins, the handle keeps the result.
+/// Throws: when the case wins, what awaiting `h` throws (the child's fault;
+///   ChildCancelled); std::logic_error if `h` was awaited already, moved
+///   from, or is being awaited by another task.
+template <class T>
+detail::JoinCase<T> on_join(JoinHandle<T>& h) noexcept {
+  static_assert(!std::is_rvalue_reference_v<T>, "shoal::on_join: await a Task<T&&>'s handle instead");
+  return detail::JoinCase<T>(h);
+}
 
 template <class T>
 JoinHandle<T> Scope::start_task(Task<T> task, const detail::Origin& origin) {
