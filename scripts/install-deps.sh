@@ -19,6 +19,8 @@ command -v ab >/dev/null || need+=(apache2-utils)
 command -v python3 >/dev/null || need+=(python3)
 # http-parser, the other side of the HTTP parser's differential fuzzer (tests/fuzz/http_diff_fuzz.cpp).
 [ -f /usr/include/http_parser.h ] || need+=(libhttp-parser-dev)
+# Relacy, the C++ memory-model checker of tests/relacy (header-only).
+[ -f /usr/include/relacy/relacy.hpp ] || need+=(relacy-dev)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"

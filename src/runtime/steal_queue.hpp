@@ -13,6 +13,10 @@
 // see its CAS succeed on a recycled index (ABA): with uint32_t that is four
 // billion operations inside one steal, which is why small index types are
 // for single-threaded and model tests only.
+//
+// Checked under Relacy's memory model by tests/relacy/steal_queue_relacy_test.cpp;
+// the three release/acquire pairs above are each weakened there in turn
+// (tests/relacy/mutants.txt) and caught.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,6 @@
-// The one place shoal takes atomics and thread primitives from. Model tests
-// swap these (see docs/reliability.md) the way Tokio swaps std for loom.
+// The one place shoal takes atomics and thread primitives from. Model and
+// Relacy tests swap these (see docs/reliability.md) the way Tokio swaps std
+// for loom.
 #pragma once
 
 #include "shoal/version.hpp"
@@ -30,7 +31,14 @@
 // of the model checker.
 #include "shoal_model_shim.hpp"
 
-#else  // !SHOAL_MODEL
+#elif defined(SHOAL_RELACY)
+
+// Relacy tests supply the shim from their own include path
+// (tests/relacy/shoal_relacy_shim.hpp): Relacy's C++ memory model, with its
+// relaxed-memory outcomes and fences.
+#include "shoal_relacy_shim.hpp"
+
+#else  // neither SHOAL_MODEL nor SHOAL_RELACY
 
 namespace shoal::detail::shim {
 
@@ -68,7 +76,7 @@ inline std::atomic<int> tsan_fence_word{0};
 #define SHOAL_FENCE_SEQ_CST() std::atomic_thread_fence(std::memory_order_seq_cst)
 #endif
 
-#endif  // SHOAL_MODEL
+#endif  // SHOAL_MODEL, SHOAL_RELACY
 
 namespace shoal::detail {
 

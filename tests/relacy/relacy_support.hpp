@@ -1,0 +1,47 @@
+// Running a Relacy test suite from GoogleTest: the search, its bound, and a
+// line with what it explored (the relacy CI leg prints these).
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ostream>
+#include <string>
+
+#include "shoal/detail/sync_shim.hpp"  // Relacy itself, through the shim
+
+namespace shoal::relacy {
+
+/// Runs `Suite` under Relacy. `search`: "full" explores every schedule and
+/// every outcome the memory model allows; "bound" does so for schedules with
+/// at most SHOAL_RELACY_BOUND (default 2) preemptions, as loom's
+/// LOOM_MAX_PREEMPTIONS; "random" runs SHOAL_RELACY_ITERATIONS (default
+/// 200,000) random schedules. False when an execution failed (Relacy
+/// prints its history).
+template <class Suite>
+bool check(const char* search) {
+  rl::test_params p;
+  p.output_history = true;
+  static std::ostream quiet(nullptr);  // no progress lines
+  p.progress_stream = &quiet;
+  if (std::strcmp(search, "full") == 0) {
+    p.search_type = rl::sched_full;
+  } else if (std::strcmp(search, "bound") == 0) {
+    p.search_type = rl::sched_bound;
+    const char* b = std::getenv("SHOAL_RELACY_BOUND");
+    p.context_bound = b != nullptr ? static_cast<unsigned>(std::atoi(b)) : 2;
+  } else {
+    p.search_type = rl::sched_random;
+    const char* n = std::getenv("SHOAL_RELACY_ITERATIONS");
+    p.iteration_count = n != nullptr ? std::strtoull(n, nullptr, 10) : 200'000;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool ok = rl::simulate<Suite>(p);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("relacy: %s search, %llu executions, %.2f s%s\n", search,
+              static_cast<unsigned long long>(p.stop_iteration), s, ok ? "" : " (FAILED)");
+  return ok;
+}
+
+}  // namespace shoal::relacy
