@@ -2,7 +2,9 @@
 // a chain, one CAS); a taker takes everything at once (one exchange).
 // Holds the pinned lanes' inboxes, the frame cache's remote frees and the
 // driver's released I/O sources. Intrusive: a node links through `Next`.
-// Internal.
+// Internal. The push's release and the take's acquire hand the nodes' contents
+// over; both are checked by tests/relacy/push_stack_relacy_test.cpp (weakened
+// in tests/relacy/mutants.txt, and caught).
 #pragma once
 
 #include "shoal/detail/sync_shim.hpp"

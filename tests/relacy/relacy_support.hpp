@@ -44,4 +44,32 @@ bool check(const char* search) {
   return ok;
 }
 
+/// N items handed from thread to thread. `T` has two rl::var<int>s: its
+/// payload, written before the item is published and checked by whoever
+/// takes it (a take with no happens-before edge from the write is a data
+/// race), and a count of its takers, which check() wants at exactly one.
+template <class T, int N>
+struct Handed {
+  T items[N];
+  void before() {
+    for (T& it : items) {
+      it.payload($) = 0;
+      it.taken($) = 0;
+    }
+  }
+  /// Item `i`, its payload written: the caller publishes it.
+  T* make(int i) {
+    items[i].payload($) = i + 1;
+    return &items[i];
+  }
+  void take(T* it) {
+    RL_ASSERT(it->payload($) == static_cast<int>(it - items) + 1);
+    it->taken($) = it->taken($) + 1;
+  }
+  /// Every item taken exactly once: none lost, none twice.
+  void check() {
+    for (T& it : items) RL_ASSERT(it.taken($) == 1);
+  }
+};
+
 }  // namespace shoal::relacy

@@ -21,26 +21,14 @@ struct Item {
 using Queue = shoal::detail::StealQueue<Item*, std::uint8_t, 4>;
 
 template <int N>
-struct Items {
-  Item items[N];
-  void before() {
-    for (int i = 0; i < N; ++i) {
-      items[i].payload($) = 0;
-      items[i].taken($) = 0;
-    }
-  }
-  Item* make(int i) {
-    items[i].payload($) = i + 1;  // published by the push
-    return &items[i];
-  }
-  void take(Item* it) {
-    RL_ASSERT(it->payload($) == static_cast<int>(it - items) + 1);
-    it->taken($) = it->taken($) + 1;
-  }
-  void after() {
-    for (int i = 0; i < N; ++i) RL_ASSERT(items[i].taken($) == 1);  // exactly once, none lost
-  }
-};
+using Items = shoal::relacy::Handed<Item, N>;
+
+// The owner: pushes `n` items, then pops until its queue is empty.
+template <int N>
+void owner(Queue& q, Items<N>& items, int n) {
+  for (int i = 0; i < n; ++i) RL_ASSERT(q.push(items.make(i)) != 0);
+  while (Item* it = q.pop()) items.take(it);
+}
 
 // A thief: steals into its own queue, runs what it got.
 template <int N>
@@ -54,11 +42,10 @@ struct PushPopVsSteal : rl::test_suite<PushPopVsSteal, 2> {
   Queue q, stolen;
   Items<3> items;
   void before() { items.before(); }
-  void after() { items.after(); }
+  void after() { items.check(); }
   void thread(unsigned id) {
     if (id == 0) {
-      for (int i = 0; i < 3; ++i) RL_ASSERT(q.push(items.make(i)) != 0);
-      while (Item* it = q.pop()) items.take(it);
+      owner(q, items, 3);
     } else {
       thief(q, stolen, items);
     }
@@ -71,7 +58,7 @@ struct OverflowVsSteal : rl::test_suite<OverflowVsSteal, 2> {
   Queue q, stolen;
   Items<5> items;
   void before() { items.before(); }
-  void after() { items.after(); }
+  void after() { items.check(); }
   void thread(unsigned id) {
     if (id == 0) {
       for (int i = 0; i < 5; ++i) {
@@ -90,11 +77,10 @@ struct TwoThieves : rl::test_suite<TwoThieves, 3> {
   Queue q, stolen1, stolen2;
   Items<3> items;
   void before() { items.before(); }
-  void after() { items.after(); }
+  void after() { items.check(); }
   void thread(unsigned id) {
     if (id == 0) {
-      for (int i = 0; i < 3; ++i) RL_ASSERT(q.push(items.make(i)) != 0);
-      while (Item* it = q.pop()) items.take(it);
+      owner(q, items, 3);
     } else {
       thief(q, id == 1 ? stolen1 : stolen2, items);
     }
@@ -107,11 +93,10 @@ struct StolenItemsStolenAgain : rl::test_suite<StolenItemsStolenAgain, 3> {
   Queue q, mine, theirs;
   Items<3> items;
   void before() { items.before(); }
-  void after() { items.after(); }
+  void after() { items.check(); }
   void thread(unsigned id) {
     if (id == 0) {
-      for (int i = 0; i < 3; ++i) RL_ASSERT(q.push(items.make(i)) != 0);
-      while (Item* it = q.pop()) items.take(it);
+      owner(q, items, 3);
     } else if (id == 1) {
       thief(q, mine, items);
     } else {
