@@ -19,8 +19,8 @@
 #include <type_traits>
 
 #include "shoal/detail/task_record.hpp"
-#include "shoal/detail/wait_queue.hpp"
 #include "shoal/scope/scope.hpp"
+#include "src/scope/join_word.hpp"
 
 namespace shoal {
 
@@ -60,69 +60,15 @@ void Scope::finish_started(detail::TaskRecord& f, detail::PromiseBase& p, std::c
     faulted_ = c;
     node_.lock.unlock();
   }
-  const std::uint64_t w = c->join.exchange(JoinCell::kDone, std::memory_order_acq_rel);
-  if ((w & JoinCell::kAbandoned) != 0) {  // the handle went first: nobody will take it
+  if (detail::finish_join(*c)) {  // the handle went first: nobody will take it
     if (deferred) report_undelivered(*c);
     if (has_value) {
       static_cast<detail::JoinCellValue*>(c)->drop(c);
     } else {
       detail::free_join_cell(static_cast<detail::JoinCellOf<void>*>(c));
     }
-  } else if (detail::WordWaiter* jw = detail::WordWaiter::in(w)) {  // we took its mark: the wake is ours
-    jw->wake_taken();
   }
 }
-
-namespace detail {
-
-bool JoinCaseCore::link(JoinCell* c, SelectClaim& claim, std::uint32_t index, TaskRecord* f) noexcept {
-  claim_ = &claim;
-  index_ = index;
-  waiter = f;
-  busy_ = false;
-  settled_.store(false, std::memory_order_relaxed);
-  std::uint64_t v = c->join.load(std::memory_order_acquire);
-  for (;;) {
-    if ((v & JoinCell::kDone) != 0) return true;
-    if (in(v) != nullptr) {  // an Awaiter's mark: one awaiter at a time
-      busy_ = true;
-      return true;
-    }
-    if (c->join.compare_exchange_weak(v, v | reinterpret_cast<std::uintptr_t>(static_cast<WordWaiter*>(this)),
-                                      std::memory_order_acq_rel)) {
-      cell_ = c;
-      return false;
-    }
-  }
-}
-
-void JoinCaseCore::disarm_locked() noexcept {
-  JoinCell* c = std::exchange(cell_, nullptr);
-  if (c == nullptr) return;
-  std::uint64_t v = c->join.load(std::memory_order_acquire);
-  while (in(v) == this) {
-    if (c->join.compare_exchange_weak(v, v & kLowBits, std::memory_order_acq_rel)) return;
-  }
-  // The child exchanged the mark away: it claims through this case until it settles.
-  SpinWait wait;
-  while (!settled_.load(std::memory_order_acquire)) wait.pause();
-}
-
-void JoinCaseCore::wake_taken() noexcept {
-  SelectClaim* claim = claim_;
-  TaskRecord* f = waiter;
-  bool wake = false;
-  const bool won = claim->try_win(index_, wake);
-  // From here the select may finish and the case go; a won, parked select
-  // waits for the schedule below, so the claim outlives it.
-  settled_.store(true, std::memory_order_release);
-  if (won && wake) {
-    disarm_wait(f, claim);
-    schedule(f);
-  }
-}
-
-}  // namespace detail
 
 bool Scope::unlist(detail::JoinCell& c) noexcept {
   node_.lock.lock();

@@ -6,17 +6,9 @@
 // race. Invariant: every node is taken exactly once and none is lost.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include "relacy_support.hpp"
 #include "runtime/injector.hpp"
 #include "runtime/push_stack.hpp"
-
-namespace shoal::detail {
-// The record's destructor frees a task name through this (runtime.cpp); no
-// record here is named.
-void TaskRecord::drop_name() noexcept { std::abort(); }
-}  // namespace shoal::detail
 
 namespace {
 

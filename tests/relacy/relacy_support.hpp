@@ -13,16 +13,23 @@
 
 namespace shoal::relacy {
 
+/// SHOAL_RELACY_SEARCH if set ("full", "bound", "random"), else `fallback`.
+inline const char* search_or(const char* fallback) {
+  const char* s = std::getenv("SHOAL_RELACY_SEARCH");
+  return s != nullptr ? s : fallback;
+}
+
 /// Runs `Suite` under Relacy. `search`: "full" explores every schedule and
 /// every outcome the memory model allows; "bound" does so for schedules with
 /// at most SHOAL_RELACY_BOUND (default 2) preemptions, as loom's
 /// LOOM_MAX_PREEMPTIONS; "random" runs SHOAL_RELACY_ITERATIONS (default
-/// 200,000) random schedules. False when an execution failed (Relacy
-/// prints its history).
+/// 200,000) random schedules. False when an execution failed; with
+/// SHOAL_RELACY_HISTORY set, Relacy prints that execution's history.
 template <class Suite>
 bool check(const char* search) {
   rl::test_params p;
   p.output_history = true;
+  p.collect_history = std::getenv("SHOAL_RELACY_HISTORY") != nullptr;  // slow: to read a failure
   static std::ostream quiet(nullptr);  // no progress lines
   p.progress_stream = &quiet;
   if (std::strcmp(search, "full") == 0) {
@@ -39,8 +46,9 @@ bool check(const char* search) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool ok = rl::simulate<Suite>(p);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("relacy: %s search, %llu executions, %.2f s%s\n", search,
-              static_cast<unsigned long long>(p.stop_iteration), s, ok ? "" : " (FAILED)");
+  std::printf("relacy: %s search, %llu executions, %.2f s%s%s\n", search,
+              static_cast<unsigned long long>(p.stop_iteration), s, ok ? "" : " FAILED: ",
+              ok ? "" : rl::test_result_str(p.test_result));
   return ok;
 }
 
