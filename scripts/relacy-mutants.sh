@@ -1,73 +1,110 @@
 #!/usr/bin/env bash
 # Teeth for the Relacy tests: each line of tests/relacy/mutants.txt weakens
-# one ordering in a copy of a protocol's file; the test built against that
-# copy must fail. A mutant that passes means the ordering is stronger than
-# the test can tell (relax it, or strengthen the test); a line whose edit no
-# longer applies means the code moved and the list must follow.
-#   scripts/relacy-mutants.sh            (needs relacy-dev and GoogleTest)
+# one ordering in a copy of a protocol's file; the tests of that line's test
+# source, built against the copy, must fail. A mutant that passes means the
+# ordering is stronger than the test can tell (relax it, or strengthen the
+# test); a line whose edit no longer applies means the code moved and the
+# list must follow.
+#   scripts/relacy-mutants.sh [PATTERN]   (only the lines that contain PATTERN)
+# Needs relacy-dev and GoogleTest. SHOAL_RELACY_JOBS mutants run at a time
+# (default: the number of cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+pattern=${1:-}
+jobs=${SHOAL_RELACY_JOBS:-$(nproc)}
 cxx=${CXX:-g++}
-flags=(-std=c++20 -O1 -DSHOAL_RELACY)
+# -flifetime-dse=0: g++ otherwise drops the stores by which Relacy's
+# destructors mark an object dead, and a touch of freed memory goes unseen.
+flags=(-std=c++20 -O1 -flifetime-dse=0 -DSHOAL_RELACY)
 includes=(-I tests/relacy -I include -I src -I .)
-# What relacy_test compiles besides the test sources (tests/CMakeLists.txt).
-shared=(tests/relacy/harness.cpp src/scope/cancel_protocol.cpp src/scope/join_case.cpp src/sync/wait_queue.cpp
-  src/runtime/raise.cpp)
+mapfile -t sources < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' tests/relacy/sources.txt)
+mapfile -t shared < <(printf '%s\n' "${sources[@]}" | grep -v '_relacy_test\.cpp$')
+obj() { echo "$(echo "${1%.cpp}" | tr / _).o"; }
+
+# Every source once, with the headers it includes (-MD), as make would.
 mkdir -p "$work/base"
-for cpp in "${shared[@]}"; do
-  "$cxx" "${flags[@]}" "${includes[@]}" -c "$cpp" -o "$work/base/$(basename "$cpp").o"
+build_base() {
+  local o
+  o=$(obj "$1")
+  "$cxx" "${flags[@]}" "${includes[@]}" -MD -MF "$work/base/${o%.o}.d" -c "$1" -o "$work/base/$o"
+}
+for src in "${sources[@]}"; do
+  while [[ $(jobs -rp | wc -l) -ge $jobs ]]; do wait -n; done
+  build_base "$src" &
 done
+wait
+for src in "${sources[@]}"; do
+  [[ -f $work/base/$(obj "$src") ]] || { echo "relacy-mutants: $src does not build" >&2; exit 1; }
+done
+
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; echo "${s%"${s##*[![:space:]]}"}"; }
-caught=0
-total=0
-gaps=0
-while IFS='|' read -r test file edit what; do
-  [[ -z ${test// } || $test == \#* ]] && continue
-  test=$(trim "$test") file=$(trim "$file") edit=$(trim "$edit") what=$(trim "$what")
-  gap=0
+
+# One mutant: $1 its number, then test source, file (from the root, or under
+# src/), sed edit, what.
+run_mutant() {
+  local n=$1 test=$2 path=$3 edit=$4 what=$5 gap=0 dir="$work/m$1" start=$SECONDS file
+  [[ $path == src/* || $path == include/* ]] || path="src/$path"
+  file=${path#*/}  # where the copy goes: first on the include path
   if [[ $test == \?* ]]; then  # a known gap: run and reported, not required
     gap=1
     test=$(trim "${test#\?}")
   fi
-  total=$((total + 1))
-  dir="$work/m$total"
-  mkdir -p "$dir/$(dirname "$file")"
-  sed "$edit" "src/$file" > "$dir/$file"
-  if cmp -s "src/$file" "$dir/$file"; then
-    echo "relacy-mutants: '$edit' no longer changes src/$file ($what): update tests/relacy/mutants.txt" >&2
-    exit 1
+  mkdir -p "$dir/$(dirname "$file")" "$dir/$(dirname "$path")"
+  sed "$edit" "$path" > "$dir/$file"
+  cp "$dir/$file" "$dir/$path"  # for an include spelled from the root ("src/runtime/...")
+  if cmp -s "$path" "$dir/$file"; then
+    echo "stale" > "$dir/result"
+    echo "relacy-mutants: '$edit' no longer changes $path ($what): update tests/relacy/mutants.txt"
+    return
   fi
-  start=$SECONDS
-  # A mutated .cpp replaces its original; a mutated header shadows it (-I
-  # first) in every translation unit that includes it, which is rebuilt.
-  objects=()
-  for cpp in "tests/relacy/$test" "${shared[@]}"; do
-    src=$cpp
-    [[ $cpp == "src/$file" ]] && src="$dir/$file"
-    if [[ $cpp == "tests/relacy/$test" || $src != "$cpp" ]] ||
-        "$cxx" "${flags[@]}" "${includes[@]}" -MM "$cpp" | tr -d '\\\n' | grep -qw "src/$file"; then
-      "$cxx" "${flags[@]}" -I "$dir" "${includes[@]}" -c "$src" -o "$dir/$(basename "$cpp").o"
-      objects+=("$dir/$(basename "$cpp").o")
+  # The binary is the line's test source and what every test shares (not
+  # the other tests: an inline function left unmutated in one of them could
+  # be the copy the linker keeps). A mutated .cpp replaces its original; a
+  # mutated header shadows it (-I first) in every source that includes it,
+  # which is rebuilt.
+  local objects=() src o
+  for src in "tests/relacy/$test" "${shared[@]}"; do
+    o=$(obj "$src")
+    if [[ $src == "$path" ]]; then
+      "$cxx" "${flags[@]}" "${includes[@]}" -c "$dir/$file" -o "$dir/$o"
+      objects+=("$dir/$o")
+    elif grep -q "$path\b" "$work/base/${o%.o}.d"; then
+      "$cxx" "${flags[@]}" -I "$dir" "${includes[@]}" -c "$src" -o "$dir/$o"
+      objects+=("$dir/$o")
     else
-      objects+=("$work/base/$(basename "$cpp").o")
+      objects+=("$work/base/$o")
     fi
   done
   "$cxx" "${objects[@]}" -lgtest -lgtest_main -pthread -o "$dir/test"
-  if "$dir/test" > "$dir/log" 2>&1; then
+  if "$dir/test" --gtest_fail_fast > "$dir/log" 2>&1; then
     if [[ $gap -eq 1 ]]; then
-      gaps=$((gaps + 1))
+      echo gap > "$dir/result"
       echo "known gap   $file: $what ($test: not caught yet)"
     else
+      echo missed > "$dir/result"
       echo "NOT CAUGHT  $file: $what ($test)"
     fi
   else
+    echo caught > "$dir/result"
     [[ $gap -eq 1 ]] && echo "relacy-mutants: a known gap is caught now: drop its '?' in tests/relacy/mutants.txt"
-    caught=$((caught + 1))
-    failed=$(grep '^\[  FAILED  \] [A-Za-z]*\.[A-Za-z]* (' "$dir/log" | wc -l)
+    local failed
+    failed=$(grep -c '^\[  FAILED  \] [A-Za-z]*\.[A-Za-z]* (' "$dir/log" || true)
     echo "caught      $file: $what ($test: $failed failing, $((SECONDS - start)) s)"
   fi
+}
+
+total=0
+while IFS='|' read -r test file edit what; do
+  [[ -z ${test// } || $test == \#* ]] && continue
+  [[ -n $pattern && "$test|$file|$edit|$what" != *"$pattern"* ]] && continue
+  total=$((total + 1))
+  while [[ $(jobs -rp | wc -l) -ge $jobs ]]; do wait -n || true; done
+  run_mutant "$total" "$(trim "$test")" "$(trim "$file")" "$(trim "$edit")" "$(trim "$what")" &
 done < tests/relacy/mutants.txt
+wait
+count() { cat "$work"/m*/result 2>/dev/null | grep -cx "$1" || true; }
+caught=$(count caught) gaps=$(count gap) missed=$(count missed) stale=$(count stale)
 echo "relacy-mutants: $caught of $total weakened orderings caught ($gaps known gaps, listed with '?')"
-[[ $((caught + gaps)) -eq $total ]]
+[[ $caught -eq $((total - gaps)) && $missed -eq 0 && $stale -eq 0 ]]

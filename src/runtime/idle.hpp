@@ -8,6 +8,18 @@
 // every queue. Either the producer sees the sleeper or the sleeper sees the
 // work. A searcher that finds work and was the last searcher wakes another,
 // so a burst fans out one worker at a time.
+//
+// Orderings: the handshake is fence to fence. The producer's seq_cst fence
+// below pairs with the one the worker runs after park()'s or end_search()'s
+// RMW when it was the last searcher (worker_pool.cpp): with a fence on each
+// side, the producer reads the worker's RMW or the worker's re-check reads
+// the producer's work, whatever the orders of the accesses around them. The
+// sleeper list is the mutex's. The seq_cst RMWs keep the watch's Dekker pair
+// on the unparked count (watch.cpp: a worker's count goes up before it reads
+// watch_deep_), which the Relacy test does not model. Checked under Relacy:
+// tests/relacy/park_relacy_test.cpp (the fence removed is caught; each
+// seq_cst on state_ made relaxed, all of them at once too, is not: the
+// fences and the mutex carry the wake protocol).
 #pragma once
 
 #include <cstddef>

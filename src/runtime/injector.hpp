@@ -3,7 +3,12 @@
 // it on overflow, when their local queue is empty, and every 61st tick.
 // `len_` lets them skip the lock when it is empty. Checked under Relacy by
 // tests/relacy/push_stack_relacy_test.cpp; the mutex orders the list, and
-// len_ is a hint no data is read through (docs/reliability.md).
+// len_ is a hint no data is read through (docs/reliability.md). Nor does the
+// wake protocol need len_'s orders: a worker's last look before it sleeps
+// reads len_ after a seq_cst fence, and the producer's fence follows its
+// store (idle.hpp); the fences pair whatever len_'s orders are. With all
+// seven made relaxed, tests/relacy/park_relacy_test.cpp still passes (and
+// fails with the producer's fence removed).
 #pragma once
 
 #include <cstddef>

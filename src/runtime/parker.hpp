@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "shoal/detail/sync_shim.hpp"
-#if !defined(SHOAL_MODEL)
+#if !defined(SHOAL_MODEL) && !defined(SHOAL_RELACY)
 #include "src/runtime/futex.hpp"
 #endif
 
@@ -21,6 +21,14 @@ namespace shoal::detail {
 /// A notification is never lost: unpark swaps in kNotified whatever the state
 /// was, so a parker that has not slept yet sees it in its CAS, and one that
 /// sleeps is woken by the futex or by the driver wake.
+///
+/// Orderings: what the waker did before unpark (a pinned task pushed to the
+/// inbox, a shutdown flag) happens before what the parker does after park
+/// returns: unpark's exchange releases, and park acquires the kNotified it
+/// consumes, in its first CAS or in the exchange it leaves with (leave()).
+/// Wakes that go through Idle are also ordered by Idle's mutex. Checked under
+/// Relacy: tests/relacy/pinned_lane_relacy_test.cpp (a pinned push wakes
+/// through the Parker alone) and park_relacy_test.cpp.
 class Parker {
  public:
   template <class Driver>
@@ -32,7 +40,7 @@ class Parker {
       if (state_.compare_exchange_strong(expected, kParkedDriver, std::memory_order_acq_rel)) {
         d.drive();
       }
-      state_.store(kEmpty, std::memory_order_release);
+      leave();
       d.unlock_driver();
       return;
     }
@@ -40,7 +48,7 @@ class Parker {
     if (state_.compare_exchange_strong(expected, kParked, std::memory_order_acq_rel)) {
       while (state_.load(std::memory_order_acquire) == kParked) sleep_while_parked();
     }
-    state_.store(kEmpty, std::memory_order_release);
+    leave();
   }
 
   /// Returns the state it found: kParked (a futex wake was made),
@@ -61,9 +69,20 @@ class Parker {
   static constexpr std::uint32_t kEmpty = 0, kParked = 1, kParkedDriver = 2, kNotified = 3;
 
  private:
+  // Back to kEmpty, taking whatever notification is there: an exchange that
+  // acquires it, not a store. A drive can end on its own (I/O, a timer) and a
+  // futex sleeper can read one kNotified while a second unpark writes another;
+  // a store would overwrite the newest unpark unread, and its waker's work
+  // (a pinned task pushed to the inbox, which nothing else tells us of) would
+  // not happen before our next look for work: that look could miss it and we
+  // would sleep on it (C++ allows it, so does POWER: R+lwsync+sync).
+  void leave() noexcept { (void)state_.exchange(kEmpty, std::memory_order_acq_rel); }
+
   // A plain futex: libstdc++'s atomic wait spins through sched_yield before
   // it sleeps, which a parking worker must not do (it found nothing to run).
-#if defined(SHOAL_MODEL)
+  // The model and Relacy shims sleep on the atomic's wait (Relacy's is a
+  // futex-like waitset: a sleeper nobody wakes is a deadlock report).
+#if defined(SHOAL_MODEL) || defined(SHOAL_RELACY)
   void sleep_while_parked() noexcept { state_.wait(kParked, std::memory_order_acquire); }
   void wake_parked() noexcept { state_.notify_one(); }
 #else

@@ -3,6 +3,13 @@
 // threads; the push that makes the inbox non-empty tells the caller to
 // unpark the owner. Only the driver watch takes from another's inbox, to
 // free the contention moves of a worker stuck in one step (watch.cpp).
+//
+// Orderings: none of its own. The inbox's push releases and its take
+// acquires the tasks (push_stack.hpp). The owner's look at the inbox is a
+// relaxed empty() and nothing else tells it of a pinned task, so a push onto
+// an empty inbox must unpark it (the caller does): the Parker's release and
+// acquire make the push visible to the owner's next look. Checked under
+// Relacy: tests/relacy/pinned_lane_relacy_test.cpp.
 #pragma once
 
 #include "shoal/detail/task_record.hpp"

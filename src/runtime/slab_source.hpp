@@ -26,7 +26,10 @@ struct FreeBlock {
 
 // A slab is kSlabBytes aligned to its size, so a block finds its slab by
 // masking its address; the header takes the first line. Only the owning
-// cache's thread touches a slab's header, so nothing in it is atomic.
+// cache's thread writes a slab's header, so nothing in it is atomic: a
+// thread freeing a block reads `owner` and `size_class`, written before the
+// block was carved and ordered by whatever handed the frame over; they
+// change only once every block is back (a block on a remote list is not).
 constexpr std::size_t kSlabBytes = std::size_t{64} << 10;
 constexpr std::size_t kSlabHeader = 64;
 constexpr std::size_t kColours = 16;  // start offsets, a line apart (at most 960 bytes of a slab)

@@ -147,7 +147,9 @@ void WorkerPool::free_stalled_moves() noexcept {
         placement::end_soft_pin(f);  // ours now: taken from the inbox, not running
         inject(f);
       } else {
-        (void)w.pinned.push_remote(f);  // the owner is awake (running), nobody to unpark
+        // The owner ran when we looked, but may have finished its step and
+        // parked since, having used up the wake for the tasks we took.
+        if (w.pinned.push_remote(f)) sched_.unpark(w);
       }
       f = next;
     }

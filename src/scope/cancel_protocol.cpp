@@ -20,6 +20,16 @@
 //   finishes on its own unlinks itself under the lock the walk holds.
 // - Lock order: parent node before child node; node lock before any wait
 //   primitive's lock (cancel_wait may take one). Wakers never take node locks.
+// - end_inspect's release store and disarm_wait's acq_rel CAS: a canceller's
+//   look at the hook (cancel_wait, after_cancel) happens before the disarm
+//   that reads the hook it put back, and so before the waiter goes.
+// Checked under Relacy (C++ memory model): tests/relacy/cancel_tree_relacy_test.cpp
+// (two waiters in a node, attach/leave vs a parent's cancel, disarm vs
+// inspect), wait_queue_relacy_test.cpp, select_relacy_test.cpp and
+// join_relacy_test.cpp. seq_cst is needed on both halves of the Dekker pair
+// (the hook store, the flag's exchange, the hook load, and the waiter's
+// re-check), not on inspect_hook's CAS (the load before it decides) nor on
+// claim_for_cancel's flag load (the canceller reads its own flag).
 #include <time.h>
 
 #include <atomic>

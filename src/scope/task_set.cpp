@@ -6,6 +6,23 @@
 // enough. The body's wait is a WordWaiter's (detail/task_record.hpp):
 // whoever clears kAdmitWait or kIdleWait (a finishing child, close(), or a
 // canceller through cancel_wait) owns the body's wake.
+//
+// Orderings (checked under Relacy: tests/relacy/task_set_relacy_test.cpp):
+// - A child's end (task_done's CAS) releases what the child did (its
+//   result, cut_off_, its fault) to the body that sees the count drop: the
+//   join's CAS, idle_or_wait's and live()'s loads acquire. It acquires what
+//   the body wrote before it set its wait bit with a release CAS: the
+//   waker reads admit_hook_, and the scheduler the body's resume point.
+// - close()'s CAS is acq_rel for the same two reasons: what the closer
+//   wrote before close() is visible to a body refused as closed (every
+//   read that refuses for kClosed acquires, try_admit's too), and the
+//   closer reads admit_hook_ when it takes the body's wake.
+// - The join's CAS that sets kJoinWait releases body_->resume to the last
+//   child; the one that finds no child live acquires their ends (the load
+//   before it need not: the CAS reads the same or a later value).
+// - A slot carries no data (try_admit's success, release_slot): the test
+//   finds their release and acquire halves unneeded; only a refusal must
+//   acquire.
 #include "shoal/scope/task_set.hpp"
 
 #include <new>
@@ -27,10 +44,12 @@ void TaskSet::check_spawner(detail::TaskRecord* f) const {
 }
 
 bool TaskSet::try_admit() noexcept {
-  std::uint64_t v = state_.load(std::memory_order_relaxed);
+  // acquire, on the load and a failed CAS: a refusal for kClosed is ordered
+  // after the close() that set it, as closed() and register_wait's are.
+  std::uint64_t v = state_.load(std::memory_order_acquire);
   for (;;) {
     if ((v & kClosed) != 0 || (v >> kCountShift) >= limit_) return false;
-    if (state_.compare_exchange_weak(v, v + kOne, std::memory_order_acq_rel, std::memory_order_relaxed)) return true;
+    if (state_.compare_exchange_weak(v, v + kOne, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
   }
 }
 

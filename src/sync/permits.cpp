@@ -55,6 +55,9 @@ bool PermitCore::move_to_holder(TaskRecord* f, std::coroutine_handle<> h) noexce
   return migrate_from(f, h, to, /*end_at_long_poll=*/false, this);
 }
 
+// The mark and the count are one word: release()'s RMW either comes first
+// in its modification order (our try_acquire below sees its permits) or
+// reads the mark. Atomicity, not ordering, is what this relies on.
 bool PermitCore::take_or_mark_locked(std::uint32_t n) noexcept {
   state_.fetch_or(kWaiters, std::memory_order_acq_rel);
   if (try_acquire(n)) {
@@ -68,6 +71,11 @@ void PermitCore::clear_if_empty_locked() noexcept {
   if (waiters_.empty()) state_.fetch_and(~(kWaiters | kFair), std::memory_order_acq_rel);
 }
 
+// A grant hands on permits another thread may have released: the waiter's
+// critical section must follow the releaser's. The dispatcher need not be
+// that thread (a cancelled waiter's kick may come first), so the grant's
+// RMWs on state_ acquire the release (any one of them suffices; Relacy
+// catches the loss of all: tests/relacy/permits_relacy_test.cpp).
 void PermitCore::dispatch_locked(WaitSection& sec) noexcept {
   if (waiters_.empty()) {
     clear_if_empty_locked();

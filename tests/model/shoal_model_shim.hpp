@@ -20,6 +20,8 @@ using lock_guard = std::lock_guard<M>;
 template <class M>
 using unique_lock = std::unique_lock<M>;
 
+template <class T>
+using plain = T;  // the model checker does not look at plain fields
 inline void spin_pause() noexcept { ::shoal::model::spin(); }
 inline void thread_yield() noexcept { ::shoal::model::spin(); }
 

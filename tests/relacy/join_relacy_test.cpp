@@ -114,7 +114,11 @@ struct SelectFrame {
 };
 
 struct FinishVsSelectVsCancel : rl::test_suite<FinishVsSelectVsCancel, 3>, InScope {
-  void before() { setup(); }
+  JoinCell next;  // the next round's child, finished
+  void before() {
+    setup();
+    next.join.store(JoinCell::kDone, std::memory_order_relaxed);
+  }
   // Select::arm and on_wake for one join case, without the coroutine.
   void select() {
     shoal::relacy::set_current_record(&f);
@@ -139,6 +143,11 @@ struct FinishVsSelectVsCancel : rl::test_suite<FinishVsSelectVsCancel, 3>, InSco
       RL_ASSERT(child.result($) == 7);
     }
     RL_ASSERT(f.wakes.load(std::memory_order_relaxed) <= 1);
+    // The next round of a select loop links the case again (here to a
+    // child that finished: link writes the case and returns): the first
+    // child must be done with the case by now.
+    s->claim.reset();
+    RL_ASSERT(s->join_case.link(&next, s->claim, 1, &f));
     s->~SelectFrame();
     rl::rl_free(mem, RL_INFO);
     if ((f.flags & shoal::detail::TaskRecord::kLinked) != 0) node.remove_record(&f);

@@ -25,8 +25,10 @@ inline const char* search_or(const char* fallback) {
 /// LOOM_MAX_PREEMPTIONS; "random" runs SHOAL_RELACY_ITERATIONS (default
 /// 200,000) random schedules. False when an execution failed; with
 /// SHOAL_RELACY_HISTORY set, Relacy prints that execution's history.
+/// `max_bound` (if not 0) caps the bound for a suite that takes minutes
+/// above it.
 template <class Suite>
-bool check(const char* search) {
+bool check(const char* search, unsigned max_bound = 0) {
   rl::test_params p;
   p.output_history = true;
   p.collect_history = std::getenv("SHOAL_RELACY_HISTORY") != nullptr;  // slow: to read a failure
@@ -38,6 +40,7 @@ bool check(const char* search) {
     p.search_type = rl::sched_bound;
     const char* b = std::getenv("SHOAL_RELACY_BOUND");
     p.context_bound = b != nullptr ? static_cast<unsigned>(std::atoi(b)) : 2;
+    if (max_bound != 0 && p.context_bound > max_bound) p.context_bound = max_bound;
   } else {
     p.search_type = rl::sched_random;
     const char* n = std::getenv("SHOAL_RELACY_ITERATIONS");
@@ -46,7 +49,8 @@ bool check(const char* search) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool ok = rl::simulate<Suite>(p);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("relacy: %s search, %llu executions, %.2f s%s%s\n", search,
+  std::printf("relacy: %s search%s, %llu executions, %.2f s%s%s\n", search,
+              p.search_type == rl::sched_bound ? (" " + std::to_string(p.context_bound)).c_str() : "",
               static_cast<unsigned long long>(p.stop_iteration), s, ok ? "" : " FAILED: ",
               ok ? "" : rl::test_result_str(p.test_result));
   return ok;

@@ -105,6 +105,20 @@ class atomic {
   T fetch_or(T v, std::memory_order mo = std::memory_order_seq_cst, SHOAL_RL_AT) {
     return a_(SHOAL_RL_INFO).fetch_or(v, rl_order(mo));
   }
+  // std::atomic's wait and notify (the Parker's futex sleep and the tests'
+  // waits), on Relacy's futex-like waitset. As the kernel's futex check, the
+  // value is compared with the newest one (an RMW that writes back what it
+  // read; a plain load could read an older one) and the sleep follows with no
+  // scheduling point between; a notify that wakes a sleeper happens before
+  // its return. No spurious returns. A sleeper nobody wakes is a Relacy
+  // deadlock report: that is how the tests see a lost wake-up.
+  void wait(T old, std::memory_order mo = std::memory_order_seq_cst, SHOAL_RL_AT) const {
+    for (T seen = old; a_(SHOAL_RL_INFO).compare_exchange_strong(seen, old, rl_order(mo), rl_order(mo)); seen = old) {
+      a_.wait(rl::ctx(), false, false, SHOAL_RL_INFO);
+    }
+  }
+  void notify_one(SHOAL_RL_AT) { a_.wake(rl::ctx(), 1, SHOAL_RL_INFO); }
+  void notify_all(SHOAL_RL_AT) { a_.wake(rl::ctx(), 1 << 30, SHOAL_RL_INFO); }
 
  private:
   // A failed CAS's order, derived from the success order as std does.
@@ -114,6 +128,31 @@ class atomic {
     return rl_order(mo);
   }
   mutable rl::atomic<T> a_;
+};
+
+/// A plain field that threads hand to each other through a protocol's
+/// atomics (shim::plain): an rl::var here, so Relacy reports a read and a
+/// write that no ordering separates, and a touch after the memory went.
+/// Its destruction is a write, as the memory's reuse would be: a read by
+/// another thread that does not happen before the owner frees the object
+/// is a data race.
+template <class T>
+class plain {
+ public:
+  plain() : v_(T()) {}
+  plain(T v) : v_(v) {}  // NOLINT: stands in for a T
+  plain(const plain&) = delete;
+  plain& operator=(const plain&) = delete;
+  ~plain() { v_(RL_INFO) = T(); }
+  plain& operator=(T v) {
+    v_(RL_INFO) = v;
+    return *this;
+  }
+  operator T() const { return v_(RL_INFO); }  // NOLINT: stands in for a T
+  T operator->() const { return v_(RL_INFO); }
+
+ private:
+  rl::var<T> v_;
 };
 
 /// std::mutex's interface over Relacy's.
@@ -151,3 +190,18 @@ inline void thread_yield(SHOAL_RL_AT) { rl::yield(1, SHOAL_RL_INFO); }
 }  // namespace shoal::detail::shim
 
 #define SHOAL_FENCE_SEQ_CST() ::rl::atomic_thread_fence(::rl::mo_seq_cst, RL_INFO)
+
+// Relacy's context.hpp replaces operator new and the unsized operator delete
+// (inside a test, memory is Relacy's, for its leak and use-after-free
+// checks) but not the sized delete that std::allocator calls: without these,
+// a std::vector built inside a test (Idle's sleeper list) is handed to
+// ::free. Inline, as Relacy's own replacements are.
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Winline-new-delete"
+#endif
+inline void operator delete(void* p, std::size_t) noexcept { ::operator delete(p); }
+inline void operator delete[](void* p, std::size_t) noexcept { ::operator delete[](p); }
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif

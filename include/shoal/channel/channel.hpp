@@ -23,7 +23,11 @@
 // if someone waits, performs the waiter's operation on its behalf under the
 // lock (a hand-off). Either the waiter's retry sees the new value/slot or the
 // completer sees the waiter: no lost wake-up, and values move only through
-// the ring or a hand-off under the lock.
+// the ring or a hand-off under the lock. That is a Dekker pattern: the
+// completer's seq_cst CAS on the ring's head or tail, then its seq_cst load
+// of the count; the waiter's seq_cst RMW of the count (and a fence), then the
+// ring's seq_cst load of head or tail. Checked under Relacy (weak memory):
+// tests/relacy/channel_relacy_test.cpp.
 #pragma once
 
 #include <coroutine>

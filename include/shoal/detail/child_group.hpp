@@ -119,7 +119,9 @@ class ChildGroup : public TaskOwner {
   CancelNode node_;
   TaskRecord* body_;
   FaultLatch faults_;
-  shim::atomic<bool> cut_off_{false};  // a child ended with Cancelled; the join's acquire publishes it
+  // A child ended with Cancelled: relaxed, published by the child's end on
+  // the owner's word and the join's acquire (tests/relacy/task_set_relacy_test.cpp).
+  shim::atomic<bool> cut_off_{false};
 };
 
 }  // namespace shoal::detail

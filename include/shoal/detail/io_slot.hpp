@@ -17,6 +17,8 @@ struct IoSource;
 /// their first operation at the same moment on two workers: exactly one of
 /// them registers (a second add of the same fd would fail), the other waits
 /// the few microseconds that takes. Not for use while being moved.
+/// Its word is a std::atomic, not the sync shim's, so the model and Relacy
+/// tests cannot see it: only TSan checks it.
 class IoSlot {
  public:
   IoSlot() noexcept = default;

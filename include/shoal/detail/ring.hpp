@@ -5,6 +5,17 @@
 // Closing sets a mark bit in the tail, so a send either claimed its slot
 // before the close (and will be received) or sees the close: a value is never
 // accepted after the last receiver saw "closed and empty".
+//
+// Orderings: a slot's stamp is its hand-over. A sender's release store of
+// the stamp publishes the value it wrote, which the receiver's acquire load
+// of it sees; a receiver's release store publishes that it has moved the
+// value out, which the next lap's sender acquires before it writes. The
+// head and tail CASes are seq_cst for Channel's wait protocol (channel.hpp):
+// the completer of an operation reads the waiter count after its CAS, and a
+// waiter reads head or tail after announcing itself; the full and empty
+// checks' fences and seq_cst loads each close that Dekker pattern alone
+// (one of them is redundant). close()'s fetch_or relies on atomicity only.
+// Checked under Relacy (weak memory): tests/relacy/channel_relacy_test.cpp.
 #pragma once
 
 #include <cstddef>

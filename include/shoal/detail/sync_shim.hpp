@@ -51,6 +51,10 @@ template <class M>
 using lock_guard = std::lock_guard<M>;
 template <class M>
 using unique_lock = std::unique_lock<M>;
+/// A plain field that threads hand to each other through a protocol's
+/// atomics: the field itself here; the Relacy shim checks its accesses.
+template <class T>
+using plain = T;
 
 inline void spin_pause() noexcept {
 #if defined(__x86_64__) || defined(__i386__)

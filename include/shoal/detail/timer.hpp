@@ -32,7 +32,11 @@ struct TimerEntry : ListHook<TimerWheelTag> {
   std::uint16_t slot = 0;  // level * 64 + slot in that level
   /// Runs on the thread that fires the timer, outside the shard's lock, with
   /// `state == firing`. If anyone may wait for it (timer_cancel_and_wait), its
-  /// last touch of the entry is storing `done`.
+  /// last touch of the entry is storing `done`, with release: the owner's
+  /// acquire load of it orders the callback's (plain) reads of the owner
+  /// before the owner frees it. Relacy (tests/relacy/timer_relacy_test.cpp)
+  /// checks the wait-out (the entry in freed memory), not this pair: those
+  /// reads are of plain fields, whose races it does not track.
   void (*fire)(TimerEntry*) noexcept = nullptr;
 };
 

@@ -93,6 +93,13 @@ class Waiter : public WaitHook, public ListHook<> {
 /// The claim word one select's cases share: which case completed, or that
 /// the select was cancelled; and whether its task is parked yet (a timer or
 /// a canceller, which hold none of its locks, may come before that).
+/// Exactly one claim wins because each is one RMW from kOpen. The acquire
+/// and acq_rel orders carry nothing today: a lock-based waker's hand-off is
+/// ordered by the primitive's lock (disarm_all retakes it) and the schedule,
+/// a timer's by its entry's done store, on_join's by the join word and
+/// settled_. Kept (same cost on x86, casal vs cas on ARMv8) for a case that
+/// hands its outcome through the claim. Checked under Relacy:
+/// tests/relacy/select_relacy_test.cpp (no weakening of them is caught).
 class SelectClaim final : public WaitHook {
  public:
   const char* wait_kind() const noexcept override { return "shoal::select"; }
@@ -287,6 +294,15 @@ struct LinkAtBack {
 /// at the front). On `suspended` nothing may touch `w` any more: a waker or a
 /// canceller owns it. On the others the hook is disarmed again.
 /// `try_now` may throw (a user's move): the hook is disarmed and nothing queued.
+/// Orderings: the hook store (publish_hook) and the flag re-check are both
+/// seq_cst, the canceller's flag exchange and hook load too (Dekker): one of
+/// the two sees the other. The primitive's lock does not order them (a
+/// canceller that saw no hook takes no lock), nor does the node's lock (a
+/// task already in its node's list takes none); an acquire re-check lets
+/// both miss (POWER, or ARMv8.3 LDAPR after the hook's STLR), and the task
+/// sleeps through its cancel. The waker's claim is the unlink under the
+/// lock (acquire/release), its hand-off the schedule after the unlock.
+/// Checked under Relacy: tests/relacy/wait_queue_relacy_test.cpp.
 template <class TryNow, class BeforeLink = LinkAtBack>
 WaitStep wait_step(Waiter& w, TaskRecord* f, std::coroutine_handle<> h, SpinLock& lock, WaitList& list, TryNow&& try_now,
                    BeforeLink&& before_link = {}) {
@@ -298,7 +314,7 @@ WaitStep wait_step(Waiter& w, TaskRecord* f, std::coroutine_handle<> h, SpinLock
     WaitSection sec(lock);
     if (try_now(sec)) {
       step = WaitStep::done;
-    } else if (f->cancelled()) {
+    } else if (f->cancelled(std::memory_order_seq_cst)) {  // Dekker with the canceller: see below
       step = WaitStep::cancelled;
     } else {
       w.link_locked(list, before_link());

@@ -246,8 +246,10 @@ class JoinCaseCore : private WordWaiter {
   void wake_taken() noexcept override;
 
   JoinCell* cell_ = nullptr;  // whose word holds the mark, while linked
-  SelectClaim* claim_ = nullptr;
-  std::uint32_t index_ = 0;
+  // Read by the child that takes the mark, written by the next link():
+  // settled_ orders the two.
+  shim::plain<SelectClaim*> claim_ = nullptr;
+  shim::plain<std::uint32_t> index_ = 0;
   shim::atomic<bool> settled_{false};  // the child that took the mark is done with the case
 };
 

@@ -118,6 +118,7 @@ struct MadeChild {
   Task<void> task;
 };
 struct TaskSetAccess;
+struct TaskSetProbe;  // tests/relacy/task_set_relacy_test.cpp: drives the state word
 
 /// Suspends the eagerly started child wrapper until it is launched.
 struct HandOver {
@@ -257,6 +258,7 @@ class TaskSet final : private detail::ChildGroup {
   template <class F>
   friend Task<void> detail::run_task_set(std::pmr::memory_resource* resource, std::size_t limit, F body);
   friend struct detail::TaskSetAccess;
+  friend struct detail::TaskSetProbe;
 
   TaskSet(detail::TaskRecord* body, std::pmr::memory_resource* resource, std::size_t limit) noexcept;
 
@@ -331,8 +333,9 @@ class TaskSet final : private detail::ChildGroup {
   std::pmr::memory_resource* resource_;
   detail::SerializedResource serialized_;  // what child frames actually come from
   const std::uint64_t limit_;
-  detail::shim::atomic<std::uint64_t> state_{0};
-  detail::WordWaiter* admit_hook_ = nullptr;  // written by the body before it sets kAdmitWait or kIdleWait
+  detail::shim::atomic<std::uint64_t> state_{0};  // its orderings: src/scope/task_set.cpp
+  // Written by the body before it sets kAdmitWait or kIdleWait; read by whoever clears the bit.
+  detail::shim::plain<detail::WordWaiter*> admit_hook_ = nullptr;
   bool out_of_memory_ = false;              // body only
 };
 

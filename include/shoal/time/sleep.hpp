@@ -51,6 +51,8 @@ class SleepAwaiter final : public WaitHook {
     entry_.owner = this;
     timer_bind(f_->sched, &entry_);  // before the hook: cancel_wait reads which wheel
     publish_hook(f_, this);
+    // Checks the cancel under the shard's lock, seq_cst after our seq_cst hook
+    // store (Dekker with the canceller: tests/relacy/timer_relacy_test.cpp).
     const TimerInsert r = timer_insert(f_->sched, &entry_, f_);
     if (r == TimerInsert::queued) return true;  // the timer or a canceller resumes us
     disarm_wait(f_, this);  // cancelled before it was queued
@@ -145,15 +147,19 @@ class DeadlineCase {
       disarm_wait(f, c.claim_);
       schedule(f);
     }
-    // The select waits for this store (disarm_locked) before the entry goes.
+    // The select waits for this store (disarm_locked) before the entry goes;
+    // release: our reads of the case happen before it is freed (timer.hpp).
     e->state.store(TimerEntry::done, std::memory_order_release);
   }
 
   std::chrono::steady_clock::time_point at_;
   OwnedTimer<DeadlineCase> entry_;
-  SelectClaim* claim_ = nullptr;
-  TaskRecord* f_ = nullptr;
-  std::uint32_t index_ = 0;
+  // Read by the firing driver, which the select waits out (the entry's
+  // done store, release, and timer_cancel_and_wait's acquire) before it
+  // frees or relinks the case.
+  shim::plain<SelectClaim*> claim_ = nullptr;
+  shim::plain<TaskRecord*> f_ = nullptr;
+  shim::plain<std::uint32_t> index_ = 0;
   bool armed_ = false;
 };
 

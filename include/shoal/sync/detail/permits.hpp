@@ -30,6 +30,15 @@
 //   back (waking the next waiter) before it throws Cancelled; one that leaves
 //   the queue, or leaves after it was woken to retry, kicks the queue so the
 //   next waiter is not left asleep.
+// - Orderings: the fast path's CAS acquires and release()'s fetch_add
+//   releases, so one holder's critical section happens before the next
+//   one's, whether the next takes the permits by the fast path, a retry, or
+//   a grant from dispatch_locked (whose RMWs on the word acquire the release
+//   they pass on; a release sequence runs through every RMW of the word).
+//   The lost wake-up argument above needs no ordering at all: the count and
+//   kWaiters share one word, whose modification order decides which of the
+//   release's RMW and the waiter's mark came first. Checked under Relacy
+//   (weak memory): tests/relacy/permits_relacy_test.cpp.
 #pragma once
 
 #include <chrono>

@@ -149,7 +149,9 @@ void io_idle_fire(TimerEntry* e) noexcept {
       sec.wake(&w);
     }
   }
-  // The woken task waits for this store before the entry goes away.
+  // The woken task waits for this store before the entry goes away;
+  // release: `expired` and our reads of the waiter happen before it reads
+  // or frees them (timer.hpp; tests/relacy/io_source_relacy_test.cpp).
   e->state.store(TimerEntry::done, std::memory_order_release);
 }
 

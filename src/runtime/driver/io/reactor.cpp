@@ -19,6 +19,19 @@
 //   ticks without blocking): src/runtime/driver/. A deregistered source is
 //   pushed onto a release stack that the driver holder frees before its next
 //   backend wait: by then no harvested event can still point at it.
+//
+// Orderings. No lost edge rests on the source's lock and on `state` being
+// one atomic word, not on the orders of its accesses: the dispatcher's RMW
+// comes before its lock section, and a waiter decides to sleep only under
+// the lock, after re-reading `state` there; whichever lock section comes
+// second sees the other's work. io_clear fails whenever the word changed
+// since `seen` (the tick), which RMW atomicity alone gives. The word
+// publishes no memory of its own (the data is the kernel's, ordered by the
+// syscalls), so its acquire/acq_rel orders are a margin, not a need: Relacy
+// passes with each of them relaxed. Checked under Relacy (readiness vs a
+// waiter, a cancel, an idle limit): tests/relacy/io_source_relacy_test.cpp,
+// without the backend (epoll/poll), IoSlot's registration or the release
+// stack, which stay SC/TSan-checked.
 #include <poll.h>
 
 #include <algorithm>

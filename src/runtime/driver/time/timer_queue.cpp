@@ -1,8 +1,19 @@
 // Timer shards. Invariant: an entry is on a wheel iff its state is `queued`,
 // and only under that wheel's lock does it move between queued and
 // firing/idle. fire_due marks entries `firing` under the lock and calls them
-// after; it sets `done` after each callback returns, which is what
-// timer_cancel_and_wait spins on.
+// after; a callback that someone may wait out (a select's deadline, an I/O
+// idle limit) stores `done` as its last touch, which is what
+// timer_cancel_and_wait spins on. A sleep's callback does not: its owner
+// only ever removes (timer_remove), never waits.
+//
+// Orderings: `state` moves between idle/queued/firing under the shard lock,
+// so those stores and loads are relaxed (the lock orders them). `done` is a
+// release store (timer.hpp) that timer_cancel_and_wait reads with acquire:
+// the callback's reads of its owner happen before the owner frees it. The
+// insert's cancel check is seq_cst (Dekker with a canceller, see insert).
+// `next` is the driver's sleep handshake (timer_queue.hpp). Checked under
+// Relacy: tests/relacy/timer_relacy_test.cpp, against the stand-in driver
+// (the handshake with a sleeping driver is not modelled there).
 #include "src/runtime/driver/time/timer_queue.hpp"
 
 #include <algorithm>
@@ -20,7 +31,11 @@ TimerQueue::TimerQueue(std::size_t shards, std::int64_t now_ns) {
 TimerInsert TimerQueue::insert(TimerEntry* e, const TaskRecord* unless) noexcept {
   Shard& s = *shards_[e->shard];
   std::lock_guard<SpinLock> g(s.lock);
-  if (unless != nullptr && unless->cancelled()) return TimerInsert::cancelled;
+  // seq_cst: the sleeper's half of the Dekker pair with a canceller (its
+  // hook store, then this load; the canceller's flag RMW, then its hook
+  // load). An acquire load may read the flag stale while the canceller
+  // reads no hook, and the sleep would wait out its whole deadline.
+  if (unless != nullptr && unless->cancelled(std::memory_order_seq_cst)) return TimerInsert::cancelled;
   e->state.store(TimerEntry::queued, std::memory_order_relaxed);
   s.wheel.insert(e);
   s.publish();
@@ -61,6 +76,7 @@ std::size_t TimerQueue::fire_shard(Shard& s, std::int64_t now) noexcept {
 std::size_t TimerQueue::fire_due(std::int64_t now) noexcept {
   std::size_t total = 0;
   for (auto& s : shards_) {
+    // A peek only (fire_shard takes the lock): acquire orders nothing it needs.
     if (s->next.load(std::memory_order_acquire) <= now) total += fire_shard(*s, now);
   }
   return total;
@@ -90,6 +106,7 @@ bool timer_remove(Scheduler* s, TimerEntry* e) noexcept { return s->driver().rem
 void timer_cancel_and_wait(Scheduler* s, TimerEntry* e) noexcept {
   if (s->driver().remove_timer(e)) return;
   SpinWait wait;  // the firing thread is inside e's callback: a few instructions, unless preempted
+  // acquire: pairs with the callback's release of `done` (timer.hpp).
   while (e->state.load(std::memory_order_acquire) == TimerEntry::firing) wait.pause();
 }
 
