@@ -64,20 +64,25 @@ run_mutant() {
   # be the copy the linker keeps). A mutated .cpp replaces its original; a
   # mutated header shadows it (-I first) in every source that includes it,
   # which is rebuilt.
-  local objects=() src o
+  local objects=() src o built=1
   for src in "tests/relacy/$test" "${shared[@]}"; do
     o=$(obj "$src")
     if [[ $src == "$path" ]]; then
-      "$cxx" "${flags[@]}" "${includes[@]}" -c "$dir/$file" -o "$dir/$o"
+      "$cxx" "${flags[@]}" "${includes[@]}" -c "$dir/$file" -o "$dir/$o" || built=0
       objects+=("$dir/$o")
     elif grep -q "$path\b" "$work/base/${o%.o}.d"; then
-      "$cxx" "${flags[@]}" -I "$dir" "${includes[@]}" -c "$src" -o "$dir/$o"
+      "$cxx" "${flags[@]}" -I "$dir" "${includes[@]}" -c "$src" -o "$dir/$o" || built=0
       objects+=("$dir/$o")
     else
       objects+=("$work/base/$o")
     fi
   done
-  "$cxx" "${objects[@]}" -lgtest -lgtest_main -pthread -o "$dir/test"
+  # A mutant that does not build tests nothing: it is an error, never "caught".
+  if [[ $built -eq 0 ]] || ! "$cxx" "${objects[@]}" -lgtest -lgtest_main -pthread -o "$dir/test"; then
+    echo broken > "$dir/result"
+    echo "relacy-mutants: '$edit' on $path does not build ($what): update tests/relacy/mutants.txt"
+    return
+  fi
   if "$dir/test" --gtest_fail_fast > "$dir/log" 2>&1; then
     if [[ $gap -eq 1 ]]; then
       echo gap > "$dir/result"
@@ -105,6 +110,6 @@ while IFS='|' read -r test file edit what; do
 done < tests/relacy/mutants.txt
 wait
 count() { cat "$work"/m*/result 2>/dev/null | grep -cx "$1" || true; }
-caught=$(count caught) gaps=$(count gap) missed=$(count missed) stale=$(count stale)
+caught=$(count caught) gaps=$(count gap) missed=$(count missed) stale=$(count stale) broken=$(count broken)
 echo "relacy-mutants: $caught of $total weakened orderings caught ($gaps known gaps, listed with '?')"
-[[ $caught -eq $((total - gaps)) && $missed -eq 0 && $stale -eq 0 ]]
+[[ $caught -eq $((total - gaps)) && $missed -eq 0 && $stale -eq 0 && $broken -eq 0 ]]

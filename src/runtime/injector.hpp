@@ -2,13 +2,13 @@
 // from full local queues. A mutex-guarded intrusive FIFO; workers only touch
 // it on overflow, when their local queue is empty, and every 61st tick.
 // `len_` lets them skip the lock when it is empty. Checked under Relacy by
-// tests/relacy/push_stack_relacy_test.cpp; the mutex orders the list, and
-// len_ is a hint no data is read through (docs/reliability.md). Nor does the
-// wake protocol need len_'s orders: a worker's last look before it sleeps
-// reads len_ after a seq_cst fence, and the producer's fence follows its
-// store (idle.hpp); the fences pair whatever len_'s orders are. With all
-// seven made relaxed, tests/relacy/park_relacy_test.cpp still passes (and
-// fails with the producer's fence removed).
+// tests/relacy/push_stack_relacy_test.cpp. Every access to len_ is relaxed:
+// the mutex orders the list, and len_ is a hint no data is read through.
+// Nor does the wake protocol need len_'s orders: a worker's last look before
+// it sleeps reads len_ after a seq_cst fence, and the producer's fence
+// follows its store (idle.hpp); the fences pair whatever len_'s orders are
+// (tests/relacy/park_relacy_test.cpp, which fails with the producer's fence
+// removed).
 #pragma once
 
 #include <cstddef>
@@ -69,7 +69,7 @@ class Injector {
   void push(TaskRecord* f) noexcept {
     std::lock_guard<shim::mutex> g(mu_);
     list_.push(f);
-    len_.store(list_.count, std::memory_order_release);
+    len_.store(list_.count, std::memory_order_relaxed);
   }
   void push_batch(TaskBatch& b) noexcept {
     if (b.empty()) return;
@@ -81,7 +81,7 @@ class Injector {
     }
     list_.tail = b.tail;
     list_.count += b.count;
-    len_.store(list_.count, std::memory_order_release);
+    len_.store(list_.count, std::memory_order_relaxed);
     b = TaskBatch{};
   }
   /// Up to `max` (> 0) tasks, oldest first. The list is taken whole and cut
@@ -93,12 +93,12 @@ class Injector {
   /// comes back for it, wakes a sleeper if some is left (from_injector).
   TaskBatch pop(std::size_t max) noexcept {
     TaskBatch out;
-    if (len_.load(std::memory_order_acquire) == 0) return out;
+    if (len_.load(std::memory_order_relaxed) == 0) return out;
     {
       std::lock_guard<shim::mutex> g(mu_);
       out = list_;
       list_ = TaskBatch{};
-      len_.store(0, std::memory_order_release);
+      len_.store(0, std::memory_order_relaxed);
     }
     if (out.count <= max) return out;
     TaskRecord* last = out.head;
@@ -115,11 +115,11 @@ class Injector {
     if (list_.tail == nullptr) list_.tail = rest.tail;
     list_.head = rest.head;
     list_.count += rest.count;
-    len_.store(list_.count, std::memory_order_release);
+    len_.store(list_.count, std::memory_order_relaxed);
     return out;
   }
-  bool empty() const noexcept { return len_.load(std::memory_order_acquire) == 0; }
-  std::size_t size() const noexcept { return len_.load(std::memory_order_acquire); }
+  bool empty() const noexcept { return len_.load(std::memory_order_relaxed) == 0; }
+  std::size_t size() const noexcept { return len_.load(std::memory_order_relaxed); }
 
  private:
   shim::mutex mu_;

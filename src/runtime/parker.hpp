@@ -26,7 +26,11 @@ namespace shoal::detail {
 /// inbox, a shutdown flag) happens before what the parker does after park
 /// returns: unpark's exchange releases, and park acquires the kNotified it
 /// consumes, in its first CAS or in the exchange it leaves with (leave()).
-/// Wakes that go through Idle are also ordered by Idle's mutex. Checked under
+/// Nothing else needs an order: the waker reads nothing the parker wrote,
+/// and every way out of park passes through an acquire (the first CAS or
+/// leave()), so the CASes into the sleeping states and the sleep loop's
+/// look are relaxed. Wakes that go through Idle are also ordered by Idle's
+/// mutex. Checked under
 /// Relacy: tests/relacy/pinned_lane_relacy_test.cpp (a pinned push wakes
 /// through the Parker alone) and park_relacy_test.cpp.
 class Parker {
@@ -34,10 +38,10 @@ class Parker {
   template <class Driver>
   void park(Driver& d) noexcept {
     std::uint32_t expected = kNotified;
-    if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acq_rel)) return;
+    if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire)) return;
     if (d.try_lock_driver()) {
       expected = kEmpty;
-      if (state_.compare_exchange_strong(expected, kParkedDriver, std::memory_order_acq_rel)) {
+      if (state_.compare_exchange_strong(expected, kParkedDriver, std::memory_order_relaxed)) {
         d.drive();
       }
       leave();
@@ -45,8 +49,8 @@ class Parker {
       return;
     }
     expected = kEmpty;
-    if (state_.compare_exchange_strong(expected, kParked, std::memory_order_acq_rel)) {
-      while (state_.load(std::memory_order_acquire) == kParked) sleep_while_parked();
+    if (state_.compare_exchange_strong(expected, kParked, std::memory_order_relaxed)) {
+      while (state_.load(std::memory_order_relaxed) == kParked) sleep_while_parked();
     }
     leave();
   }
@@ -55,7 +59,7 @@ class Parker {
   /// kParkedDriver (the driver was woken) or another (no system call).
   template <class Driver>
   std::uint32_t unpark(Driver& d) noexcept {
-    std::uint32_t prev = state_.exchange(kNotified, std::memory_order_acq_rel);
+    std::uint32_t prev = state_.exchange(kNotified, std::memory_order_release);
     if (prev == kParked) {
       wake_parked();
     } else if (prev == kParkedDriver) {
@@ -76,7 +80,7 @@ class Parker {
   // (a pinned task pushed to the inbox, which nothing else tells us of) would
   // not happen before our next look for work: that look could miss it and we
   // would sleep on it (C++ allows it, so does POWER: R+lwsync+sync).
-  void leave() noexcept { (void)state_.exchange(kEmpty, std::memory_order_acq_rel); }
+  void leave() noexcept { (void)state_.exchange(kEmpty, std::memory_order_acquire); }
 
   // A plain futex: libstdc++'s atomic wait spins through sched_yield before
   // it sleeps, which a parking worker must not do (it found nothing to run).

@@ -20,9 +20,10 @@
 // - The join's CAS that sets kJoinWait releases body_->resume to the last
 //   child; the one that finds no child live acquires their ends (the load
 //   before it need not: the CAS reads the same or a later value).
-// - A slot carries no data (try_admit's success, release_slot): the test
-//   finds their release and acquire halves unneeded; only a refusal must
-//   acquire.
+// - A slot carries no data: try_admit's CAS only acquires (a refusal must)
+//   and release_slot is relaxed. close()'s and the join's first
+//   loads are relaxed: the CAS that follows reads the same or a later
+//   value, and it acquires.
 #include "shoal/scope/task_set.hpp"
 
 #include <new>
@@ -45,18 +46,22 @@ void TaskSet::check_spawner(detail::TaskRecord* f) const {
 
 bool TaskSet::try_admit() noexcept {
   // acquire, on the load and a failed CAS: a refusal for kClosed is ordered
-  // after the close() that set it, as closed() and register_wait's are.
+  // after the close() that set it, as closed() and register_wait's are. A
+  // slot carries no data, so the admission needs no release (its acquire
+  // stays: a failure order may not be stronger than the success order in
+  // C++11, which Relacy follows).
   std::uint64_t v = state_.load(std::memory_order_acquire);
   for (;;) {
     if ((v & kClosed) != 0 || (v >> kCountShift) >= limit_) return false;
-    if (state_.compare_exchange_weak(v, v + kOne, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+    if (state_.compare_exchange_weak(v, v + kOne, std::memory_order_acquire)) return true;
   }
 }
 
 void TaskSet::release_slot() noexcept {
   // The body holds the slot, so nobody waits on the set (the join starts
-  // only after the body returned): a plain decrement.
-  state_.fetch_sub(kOne, std::memory_order_acq_rel);
+  // only after the body returned): a plain decrement, relaxed (a slot
+  // carries no data).
+  state_.fetch_sub(kOne, std::memory_order_relaxed);
 }
 
 TaskSet::Outcome TaskSet::admit_or_wait(detail::TaskRecord* f, detail::WordWaiter* hook,
@@ -105,7 +110,7 @@ TaskSet::Outcome TaskSet::register_wait(detail::TaskRecord* f, detail::WordWaite
 }
 
 void TaskSet::close() noexcept {
-  std::uint64_t v = state_.load(std::memory_order_acquire);
+  std::uint64_t v = state_.load(std::memory_order_relaxed);  // the CAS acquires
   for (;;) {
     if ((v & kClosed) != 0) return;
     if (state_.compare_exchange_weak(v, (v | kClosed) & ~kAdmitWait, std::memory_order_acq_rel)) break;
@@ -170,7 +175,7 @@ std::coroutine_handle<> TaskSet::task_done(detail::TaskRecord& f, detail::Promis
 
 bool TaskSet::JoinAwaiter::await_suspend(std::coroutine_handle<> h) noexcept {
   s->body_->resume = h;
-  std::uint64_t v = s->state_.load(std::memory_order_acquire);
+  std::uint64_t v = s->state_.load(std::memory_order_relaxed);  // the CAS acquires
   for (;;) {
     if ((v >> kCountShift) == 0) {
       if (s->state_.compare_exchange_weak(v, v | kClosed, std::memory_order_acq_rel)) return false;

@@ -59,7 +59,7 @@ bool PermitCore::move_to_holder(TaskRecord* f, std::coroutine_handle<> h) noexce
 // in its modification order (our try_acquire below sees its permits) or
 // reads the mark. Atomicity, not ordering, is what this relies on.
 bool PermitCore::take_or_mark_locked(std::uint32_t n) noexcept {
-  state_.fetch_or(kWaiters, std::memory_order_acq_rel);
+  state_.fetch_or(kWaiters, std::memory_order_relaxed);
   if (try_acquire(n)) {
     clear_if_empty_locked();
     return true;
@@ -68,14 +68,16 @@ bool PermitCore::take_or_mark_locked(std::uint32_t n) noexcept {
 }
 
 void PermitCore::clear_if_empty_locked() noexcept {
-  if (waiters_.empty()) state_.fetch_and(~(kWaiters | kFair), std::memory_order_acq_rel);
+  if (waiters_.empty()) state_.fetch_and(~(kWaiters | kFair), std::memory_order_relaxed);
 }
 
 // A grant hands on permits another thread may have released: the waiter's
 // critical section must follow the releaser's. The dispatcher need not be
 // that thread (a cancelled waiter's kick may come first), so the grant's
-// RMWs on state_ acquire the release (any one of them suffices; Relacy
-// catches the loss of all: tests/relacy/permits_relacy_test.cpp).
+// subtraction acquires: every write to state_ is an RMW, so it reads from
+// the release sequence of every release() before it. The other accesses
+// only decide (the subtraction is what takes the permits) and are relaxed
+// (tests/relacy/permits_relacy_test.cpp).
 void PermitCore::dispatch_locked(WaitSection& sec) noexcept {
   if (waiters_.empty()) {
     clear_if_empty_locked();
@@ -86,16 +88,16 @@ void PermitCore::dispatch_locked(WaitSection& sec) noexcept {
   // permits could serve (one for a mutex, a run of readers for a RwLock),
   // else readers queued behind one woken reader would sleep beside a lock
   // that has room for them.
-  std::uint64_t wake_room = state_.load(std::memory_order_acquire) & kCountMask;
+  std::uint64_t wake_room = state_.load(std::memory_order_relaxed) & kCountMask;
   while (auto* w = static_cast<PermitWaiter*>(waiters_.front())) {
-    std::uint64_t s = state_.load(std::memory_order_acquire);
+    std::uint64_t s = state_.load(std::memory_order_relaxed);
     const bool fair = (s & kFair) != 0 || now - w->since > kFairAfterNs;
     if (fair) {
       // Barging off: permits go to the queue in order. Once kFair is set no
       // fast path can take any, so the subtraction below cannot race.
-      if ((s & kFair) == 0) s = state_.fetch_or(kFair, std::memory_order_acq_rel) | kFair;
+      if ((s & kFair) == 0) s = state_.fetch_or(kFair, std::memory_order_relaxed) | kFair;
       if ((s & kCountMask) < w->n) break;
-      state_.fetch_sub(w->n, std::memory_order_acq_rel);
+      state_.fetch_sub(w->n, std::memory_order_acquire);
       w->state = PermitWaiter::State::granted;
     } else {
       if (wake_room < w->n) break;
@@ -109,7 +111,7 @@ void PermitCore::dispatch_locked(WaitSection& sec) noexcept {
   if (head == nullptr) {
     clear_if_empty_locked();
   } else if (now - head->since <= kFairAfterNs && (state_.load(std::memory_order_relaxed) & kFair) != 0) {
-    state_.fetch_and(~kFair, std::memory_order_acq_rel);  // the old ones are served: barging again
+    state_.fetch_and(~kFair, std::memory_order_relaxed);  // the old ones are served: barging again
   }
 }
 

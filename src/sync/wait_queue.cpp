@@ -18,9 +18,9 @@ bool Waiter::cancel_wait() noexcept {
 }
 
 bool SelectClaim::cancel_wait() noexcept {
-  std::uint32_t v = word_.load(std::memory_order_acquire);
+  std::uint32_t v = word_.load(std::memory_order_relaxed);
   while ((v & kStateMask) == kOpen) {
-    if (word_.compare_exchange_weak(v, kCancelled | (v & kParked), std::memory_order_acq_rel)) {
+    if (word_.compare_exchange_weak(v, kCancelled | (v & kParked), std::memory_order_relaxed)) {
       return (v & kParked) != 0;
     }
   }

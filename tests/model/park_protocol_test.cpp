@@ -45,7 +45,7 @@ struct MiniWorker {
   bool searching = false;
 };
 
-// The glue below is copied from src/runtime/scheduler.cpp (push_local,
+// The glue below is copied from src/runtime/worker_pool.cpp (push_local,
 // notify_parked, inject, from_injector, search, work_pending, park,
 // worker_main), minus timers, the LIFO slot, the every-61st-tick injector
 // check and the random victim order. Keep it in step with the original.
@@ -125,6 +125,7 @@ struct MiniRuntime {
     const bool was_searching = w.searching;
     w.searching = false;
     const bool last = idle.park(w.index, was_searching);
+    if (last) SHOAL_FENCE_SEQ_CST();  // pairs with a producer's (Idle::pick_sleeper_to_wake)
     if ((last && work_pending()) || shutdown.load(std::memory_order_seq_cst)) {
       w.searching = idle.unpark(w.index);
       return;

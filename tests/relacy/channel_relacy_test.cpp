@@ -439,6 +439,34 @@ struct CancelledSender : rl::test_suite<CancelledSender, 3>, Run {
   }
 };
 
+// A close and a receiver, nothing else: what the closer wrote before
+// close() is visible to a receive that ends because the channel is closed
+// (as Go's memory model promises), whether it found the close on its fast
+// path (the ring's tail) or was woken by it (the lock).
+struct CloseHappensBeforeAClosedReceive : rl::test_suite<CloseHappensBeforeAClosedReceive, 2>, Run {
+  Task r;
+  rl::var<int> closer_wrote;
+  void before() {
+    setup();
+    r.setup();
+    closer_wrote($) = 0;
+  }
+  void after() {
+    note(r, g_seen.receiver_waited);
+    r.teardown();
+  }
+  void thread(unsigned id) {
+    if (id == 0) {
+      closer_wrote($) = 1;
+      ch.close();
+    } else {
+      RL_ASSERT(recv(ch, r) == 0);
+      RL_ASSERT(closer_wrote($) == 1);
+      r.leave();
+    }
+  }
+};
+
 using shoal::relacy::check;
 using shoal::relacy::search_or;
 
@@ -467,6 +495,10 @@ TEST(RelacyChannel, ACloseWakesAWaitingReceiver) {
   EXPECT_TRUE(check_channel<CloseWakesAWaitingReceiver>());
   EXPECT_GT(g_seen.receiver_waited, 0);
   EXPECT_GT(g_seen.refused, 0);
+}
+TEST(RelacyChannel, ACloseHappensBeforeTheReceiveThatSeesIt) {
+  EXPECT_TRUE(check_channel<CloseHappensBeforeAClosedReceive>());
+  EXPECT_GT(g_seen.receiver_waited, 0);
 }
 TEST(RelacyChannel, AWaitingReceiverIsCancelled) {
   EXPECT_TRUE(check_channel<CancelledReceiver>());

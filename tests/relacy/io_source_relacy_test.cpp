@@ -65,6 +65,13 @@ struct IoWorld : DriverWorld {
   // holder dispatches it.
   void send(std::uint32_t ready = io::readable) {
     bytes.store(1, std::memory_order_seq_cst);
+    event(ready);
+  }
+  // The backend reports an edge and the driver's holder dispatches it.
+  // Alone (no byte sent) it is a stale edge: the kernel queued it for data
+  // a read took before the driver harvested it, so the readiness says
+  // readable and the read says EAGAIN.
+  void event(std::uint32_t ready) {
     const io::Event ev{&src, ready};
     shoal::detail::TaskBatch batch;
     shoal::detail::io_dispatch(&ev, 1, batch);
@@ -171,6 +178,30 @@ struct ReadyVsIdleLimit : rl::test_suite<ReadyVsIdleLimit, 3>, IoWorld {
   }
 };
 
+// A stale edge lands as the read with an idle limit waits: a wait it
+// ends before the read suspends leaves the timer queued, and the read,
+// EAGAIN again, waits once more. It ends idle_expired (no byte ever
+// comes); the timer is out of the wheel before it is queued again, and
+// `expired` is read only once the timer can no longer write it. The
+// driver turns until the task is over: a later wait queues the timer
+// again after a turn found it gone.
+struct StaleEventVsIdleLimit : rl::test_suite<StaleEventVsIdleLimit, 3>, IoWorld {
+  void before() { build_io(io::readable | io::writable); }
+  void after() { check_io(); }
+  void thread(unsigned id) {
+    if (id == 0) {
+      event(io::readable);
+    } else if (id == 1) {
+      RL_ASSERT(read(std::chrono::milliseconds(1)) == IoOp::End::idle_expired);
+    } else {
+      for (;;) {
+        shoal::relacy::fire_timers(*timers, over);
+        if (over.load(std::memory_order_acquire)) return;
+      }
+    }
+  }
+};
+
 TEST(RelacyIoSource, AnEventRacesAReaderThatFoundEagain) {
   EXPECT_TRUE(shoal::relacy::check<ReadyVsWaiter>(shoal::relacy::search_or("bound")));
 }
@@ -182,6 +213,9 @@ TEST(RelacyIoSource, AnEventRacesAReaderAndACancel) {
 }
 TEST(RelacyIoSource, AnEventRacesAReadersIdleLimit) {
   EXPECT_TRUE(shoal::relacy::check<ReadyVsIdleLimit>(shoal::relacy::search_or("random")));
+}
+TEST(RelacyIoSource, AStaleEventEndsAWaitOfAReaderWhoseIdleLimitThenExpires) {
+  EXPECT_TRUE(shoal::relacy::check<StaleEventVsIdleLimit>(shoal::relacy::search_or("random")));
 }
 
 }  // namespace

@@ -1,14 +1,16 @@
 // The join word (detail::JoinCell, src/scope/join_word.hpp) under Relacy's
 // memory model, with the real waiter (WordWaiter: register_until,
 // cancel_wait, wake_taken) and cancellation (CancelNode, cancel_protocol.cpp):
-// the child finishing vs a task awaiting its handle vs a cancel, and vs an
-// on_join select case whose select a cancel ends. The child's result is a
-// plain variable written before it finishes: reading it without a
-// happens-before edge is a data race. Invariants: a waiter is scheduled
+// the child finishing vs a task awaiting its handle vs a cancel, vs an
+// on_join select case whose select a cancel ends, and vs its handle going
+// without the result (abandon_join), after a cancelled await or not. The
+// child's result is a plain variable written before it finishes: reading
+// it without a happens-before edge is a data race. Invariants: a waiter is scheduled
 // exactly once if it waited and never if it did not; a result is read only
 // once the word says done; a select case goes only after the child is done
 // with it (the case lives in memory the select frees: a later touch is
-// reported as an access to freed memory).
+// reported as an access to freed memory); a dropped handle's cell is freed
+// by exactly one side, after the other is done with it.
 #include <gtest/gtest.h>
 
 #include <new>
@@ -164,12 +166,106 @@ struct FinishVsSelectVsCancel : rl::test_suite<FinishVsSelectVsCancel, 3>, InSco
   }
 };
 
+// A child whose handle goes without its result (JoinHandle's drop,
+// abandon_join) as the child finishes (Scope::finish_started, finish_join).
+// The cell is memory that whichever side is left with it frees, as
+// free_join_cell does, so a touch after the free is reported, and so is a
+// second free or none (a leak). `touched` stands for the handle's own use
+// of the cell while it held it (a cancel's look at `record`, an await's
+// marks: atomics, which Relacy does not check against a free); the free
+// writes it and the result, as the memory's reuse would, so it must come
+// after whatever the other side did with the cell.
+struct OwnedChild : Child {
+  rl::var<int> touched;
+};
+
+struct OwnedCell {
+  OwnedChild* c = nullptr;
+  shoal::detail::shim::atomic<int> frees{0};
+  void make(std::uint64_t word) {
+    c = new (rl::rl_malloc(sizeof(OwnedChild), RL_INFO)) OwnedChild;
+    c->result($) = 0;
+    c->touched($) = 0;
+    c->cell.join.store(word, std::memory_order_relaxed);
+  }
+  void free_cell() {
+    c->result($) = -1;
+    c->touched($) = -1;
+    frees.fetch_add(1, std::memory_order_relaxed);
+    c->~OwnedChild();
+    rl::rl_free(c, RL_INFO);
+  }
+  // The child's end: its result, then the word; the cell is its own to free
+  // if the handle went first.
+  void child_finishes() {
+    c->result($) = 7;
+    if (shoal::detail::finish_join(c->cell)) free_cell();
+  }
+  // The handle goes: a finished child's result is the handle's to destroy
+  // (read here) and its cell to free.
+  void handle_drops() {
+    RL_ASSERT(c->touched($) == 0);
+    if (shoal::detail::abandon_join(c->cell)) {
+      RL_ASSERT(c->result($) == 7);
+      free_cell();
+    }
+  }
+  void check() { RL_ASSERT(frees.load(std::memory_order_relaxed) == 1); }
+};
+
+// `Word`: the join word as the handle finds it while the child runs: 0, or
+// the kCancelPending a canceller left for an awaiter that is gone.
+template <std::uint64_t Word>
+struct DropVsFinish : rl::test_suite<DropVsFinish<Word>, 2>, OwnedCell {
+  void before() { make(Word); }
+  void after() { check(); }
+  void thread(unsigned id) {
+    if (id == 0) {
+      child_finishes();
+    } else {
+      handle_drops();
+    }
+  }
+};
+
+// The handle's task awaits it first, in a scope a cancel may end the wait
+// of (the canceller may leave kCancelPending in the word), then drops it.
+struct AwaitCancelledThenDropVsFinish : rl::test_suite<AwaitCancelledThenDropVsFinish, 3>, OwnedCell {
+  Record f;
+  CancelNode node;
+  void before() {
+    make(0);
+    f.node.store(&node, std::memory_order_relaxed);
+    f.home = &node;
+  }
+  void after() { check(); }
+  void thread(unsigned id) {
+    if (id == 0) {
+      child_finishes();
+    } else if (id == 1) {
+      (void)await_join(*c, f, true);  // a result it got is then freed as a drop's is
+      handle_drops();
+    } else {
+      node.cancel(true);
+    }
+  }
+};
+
 TEST(RelacyJoin, AChildFinishingRacesItsAwaiter) { EXPECT_TRUE(shoal::relacy::check<FinishVsAwait>("bound")); }
 TEST(RelacyJoin, AChildFinishingRacesItsAwaiterAndACancel) {
   EXPECT_TRUE(shoal::relacy::check<FinishVsAwaitVsCancel>("bound"));
 }
 TEST(RelacyJoin, AChildFinishingRacesAnOnJoinSelectThatACancelEnds) {
   EXPECT_TRUE(shoal::relacy::check<FinishVsSelectVsCancel>(shoal::relacy::search_or("bound")));
+}
+TEST(RelacyJoin, AHandleDroppedAsItsChildFinishesHasItsCellFreedByExactlyOneSide) {
+  EXPECT_TRUE(shoal::relacy::check<DropVsFinish<0>>(shoal::relacy::search_or("bound")));
+}
+TEST(RelacyJoin, AHandleDroppedOverACancellersPendingMarkHasItsCellFreedByExactlyOneSide) {
+  EXPECT_TRUE(shoal::relacy::check<DropVsFinish<WordWaiter::kCancelPending>>(shoal::relacy::search_or("bound")));
+}
+TEST(RelacyJoin, AHandleDroppedAfterACancelledAwaitHasItsCellFreedByExactlyOneSide) {
+  EXPECT_TRUE(shoal::relacy::check<AwaitCancelledThenDropVsFinish>(shoal::relacy::search_or("bound")));
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -54,6 +56,22 @@ inline rl::memory_order rl_order(std::memory_order mo) noexcept {
   }
 }
 
+// Relacy follows C++11: a CAS's failure order may be no stronger than its
+// success order, and it silently weakens one that is (C++17 allows it), so
+// the test would check a weaker protocol than the library runs. Refuse it.
+inline rl::memory_order rl_failure_order(std::memory_order mo, std::memory_order fail, const char* file, int line) {
+  const auto rank = [](std::memory_order o) {
+    return o == std::memory_order_relaxed ? 0 : o == std::memory_order_seq_cst ? 2 : 1;
+  };
+  const bool ok = rank(fail) <= rank(mo) && (mo != std::memory_order_release || fail == std::memory_order_relaxed);
+  if (!ok) {
+    std::fprintf(stderr, "%s:%d: a CAS whose failure order is stronger than its success order: Relacy would weaken it\n",
+                 file, line);
+    std::abort();
+  }
+  return rl_order(fail);
+}
+
 // Where the caller is, for Relacy's report (a default argument is
 // evaluated where the call is).
 #define SHOAL_RL_AT const char *rl_file = __builtin_FILE(), int rl_line = __builtin_LINE()
@@ -82,14 +100,16 @@ class atomic {
     return a_(SHOAL_RL_INFO).compare_exchange_weak(expected, desired, rl_order(mo), failure_order(mo));
   }
   bool compare_exchange_weak(T& expected, T desired, std::memory_order mo, std::memory_order fail, SHOAL_RL_AT) {
-    return a_(SHOAL_RL_INFO).compare_exchange_weak(expected, desired, rl_order(mo), rl_order(fail));
+    return a_(SHOAL_RL_INFO).compare_exchange_weak(expected, desired, rl_order(mo),
+                                                    rl_failure_order(mo, fail, rl_file, rl_line));
   }
   bool compare_exchange_strong(T& expected, T desired, std::memory_order mo = std::memory_order_seq_cst,
                                SHOAL_RL_AT) {
     return a_(SHOAL_RL_INFO).compare_exchange_strong(expected, desired, rl_order(mo), failure_order(mo));
   }
   bool compare_exchange_strong(T& expected, T desired, std::memory_order mo, std::memory_order fail, SHOAL_RL_AT) {
-    return a_(SHOAL_RL_INFO).compare_exchange_strong(expected, desired, rl_order(mo), rl_order(fail));
+    return a_(SHOAL_RL_INFO).compare_exchange_strong(expected, desired, rl_order(mo),
+                                                      rl_failure_order(mo, fail, rl_file, rl_line));
   }
   template <class U>
   T fetch_add(U v, std::memory_order mo = std::memory_order_seq_cst, SHOAL_RL_AT) {

@@ -420,13 +420,14 @@ class Channel {
     return r;
   }
   // The last try before linking, under the lock. Ring mode announces the
-  // waiter first (a seq_cst RMW, then a fence: pairs with settle()'s load),
-  // and withdraws the announcement if it will not wait after all.
+  // waiter first (a seq_cst RMW: with the retry's seq_cst load of the ring's
+  // head or tail it pairs with the completer's CAS and its load of the
+  // count, settle()), and withdraws the announcement if it will not wait
+  // after all.
   int retry_locked(bool send, T* v, std::optional<T>* out, Wakes& sec) {
     if (!ring_) return send ? try_send_locked(*v, sec) : try_recv_locked(*out, sec);
     shim_counter& waiting = send ? n_senders_ : n_receivers_;
     waiting.fetch_add(1, std::memory_order_seq_cst);
-    SHOAL_FENCE_SEQ_CST();
     const int r = send ? ring_->try_push(*v) : ring_->try_pop(*out);
     if (r != kWouldBlock) waiting.fetch_sub(1, std::memory_order_seq_cst);
     return r;

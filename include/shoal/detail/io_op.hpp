@@ -25,8 +25,10 @@ struct IoIdleEntry;
 struct IoWaiter : Waiter {
   IoWaiter(IoSource* s, SpinLock& source_lock, std::uint8_t bits) noexcept
       : Waiter(source_lock), interest(bits), src(s) {}
-  std::uint8_t interest;  // io::Interest bits (these two fill Waiter's tail)
-  bool expired = false;   // the wait's idle limit passed (under the source's lock)
+  std::uint8_t interest;  // io::Interest bits (with `expired`, they fill Waiter's tail)
+  // The wait's idle limit passed: written by its timer's fire under the
+  // source's lock, read under that lock or once the timer has finished.
+  shim::plain<bool> expired = false;
   IoSource* src;
   const char* wait_kind() const noexcept override;
 };

@@ -12,9 +12,13 @@
 // value out, which the next lap's sender acquires before it writes. The
 // head and tail CASes are seq_cst for Channel's wait protocol (channel.hpp):
 // the completer of an operation reads the waiter count after its CAS, and a
-// waiter reads head or tail after announcing itself; the full and empty
-// checks' fences and seq_cst loads each close that Dekker pattern alone
-// (one of them is redundant). close()'s fetch_or relies on atomicity only.
+// waiter reads head or tail after announcing itself, with the full and
+// empty checks' seq_cst loads: all four seq_cst, one of the two sides sees
+// the other (no fence needed; on x86 a fence here was an mfence on every
+// would-block). close()'s fetch_or releases, and the empty check's load
+// acquires it: what the closer wrote before close() happens before a
+// receive that ends because the channel is closed (Go's rule); a receive
+// woken by the close is ordered by the channel's lock.
 // Checked under Relacy (weak memory): tests/relacy/channel_relacy_test.cpp.
 #pragma once
 
@@ -76,7 +80,6 @@ class Ring {
         continue;
       }
       if (stamp + one_lap_ == tail + 1) {  // the slot still holds last lap's value
-        SHOAL_FENCE_SEQ_CST();
         if (head_.load(std::memory_order_seq_cst) + one_lap_ == tail) return kWouldBlock;  // full
       }
       contended = true;
@@ -110,7 +113,6 @@ class Ring {
         continue;
       }
       if (stamp == head) {  // the slot is empty: is the ring?
-        SHOAL_FENCE_SEQ_CST();
         const std::size_t tail = tail_.load(std::memory_order_seq_cst);
         if ((tail & ~mark_bit_) == head) return (tail & mark_bit_) != 0 ? kClosed : kWouldBlock;
       }
@@ -121,7 +123,7 @@ class Ring {
   }
 
   /// Marks the ring closed; true the first time.
-  bool close() noexcept { return (tail_.fetch_or(mark_bit_, std::memory_order_seq_cst) & mark_bit_) == 0; }
+  bool close() noexcept { return (tail_.fetch_or(mark_bit_, std::memory_order_release) & mark_bit_) == 0; }
 
  private:
   struct Slot {

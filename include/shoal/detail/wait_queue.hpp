@@ -93,22 +93,23 @@ class Waiter : public WaitHook, public ListHook<> {
 /// The claim word one select's cases share: which case completed, or that
 /// the select was cancelled; and whether its task is parked yet (a timer or
 /// a canceller, which hold none of its locks, may come before that).
-/// Exactly one claim wins because each is one RMW from kOpen. The acquire
-/// and acq_rel orders carry nothing today: a lock-based waker's hand-off is
-/// ordered by the primitive's lock (disarm_all retakes it) and the schedule,
-/// a timer's by its entry's done store, on_join's by the join word and
-/// settled_. Kept (same cost on x86, casal vs cas on ARMv8) for a case that
-/// hands its outcome through the claim. Checked under Relacy:
-/// tests/relacy/select_relacy_test.cpp (no weakening of them is caught).
+/// Exactly one claim wins because each is one RMW from kOpen: atomicity is
+/// all the word needs, so every access is relaxed. No outcome passes
+/// through it: a lock-based waker's hand-off is ordered by the primitive's
+/// lock (disarm_all retakes it) and the schedule, a timer's by its entry's
+/// done store, on_join's by the join word and settled_, a canceller's by
+/// the schedule. A case that hands its outcome through the claim must add
+/// the orders it needs. Checked under Relacy:
+/// tests/relacy/select_relacy_test.cpp.
 class SelectClaim final : public WaitHook {
  public:
   const char* wait_kind() const noexcept override { return "shoal::select"; }
   /// Case `i` completes if nothing else did first. True if it is ours;
   /// `wake` then says whether the task is parked (the caller wakes it).
   bool try_win(std::uint32_t i, bool& wake) noexcept {
-    std::uint32_t v = word_.load(std::memory_order_acquire);
+    std::uint32_t v = word_.load(std::memory_order_relaxed);
     while ((v & kStateMask) == kOpen) {
-      if (word_.compare_exchange_weak(v, kWon | i | (v & kParked), std::memory_order_acq_rel)) {
+      if (word_.compare_exchange_weak(v, kWon | i | (v & kParked), std::memory_order_relaxed)) {
         wake = (v & kParked) != 0;
         return true;
       }
@@ -122,14 +123,14 @@ class SelectClaim final : public WaitHook {
   /// a canceller finished the select first (then it must not suspend).
   bool park() noexcept {
     std::uint32_t v = kOpen;
-    return word_.compare_exchange_strong(v, kOpen | kParked, std::memory_order_acq_rel);
+    return word_.compare_exchange_strong(v, kOpen | kParked, std::memory_order_relaxed);
   }
   /// The case that completed, or -1 (open, or cancelled).
   int winner() const noexcept {
-    const std::uint32_t v = word_.load(std::memory_order_acquire);
+    const std::uint32_t v = word_.load(std::memory_order_relaxed);
     return (v & kStateMask) == kWon ? static_cast<int>(v & kIndexMask) : -1;
   }
-  bool cancelled() const noexcept { return (word_.load(std::memory_order_acquire) & kStateMask) == kCancelled; }
+  bool cancelled() const noexcept { return (word_.load(std::memory_order_relaxed) & kStateMask) == kCancelled; }
   /// Open again for another round; only once no case is linked, no timer
   /// can fire and the hook is disarmed.
   void reset() noexcept { word_.store(kOpen, std::memory_order_relaxed); }

@@ -13,6 +13,7 @@
 #include <utility>
 #include <variant>
 
+#include "shoal/detail/join_drop.hpp"
 #include "shoal/scope/scope.hpp"
 
 namespace shoal {
@@ -179,11 +180,7 @@ class JoinHandle {
   /// child (it frees the cell when it finishes); a finished one's is freed.
   void drop() noexcept {
     Cell* c = std::exchange(cell_, nullptr);
-    if (c == nullptr) return;
-    std::uint64_t w = c->join.load(std::memory_order_acquire);
-    while ((w & ~detail::WordWaiter::kCancelPending) == 0) {  // running, nobody waiting
-      if (c->join.compare_exchange_weak(w, detail::JoinCell::kAbandoned, std::memory_order_acq_rel)) return;
-    }
+    if (c == nullptr || !detail::abandon_join(*c)) return;  // the child frees it
     // Only a listed cell touches the scope: a handle may outlive it, and
     // the scope unlists every cell as it exits.
     if (c->next != nullptr) scope_->report_undelivered(*c);

@@ -33,11 +33,13 @@
 // - Orderings: the fast path's CAS acquires and release()'s fetch_add
 //   releases, so one holder's critical section happens before the next
 //   one's, whether the next takes the permits by the fast path, a retry, or
-//   a grant from dispatch_locked (whose RMWs on the word acquire the release
-//   they pass on; a release sequence runs through every RMW of the word).
-//   The lost wake-up argument above needs no ordering at all: the count and
-//   kWaiters share one word, whose modification order decides which of the
-//   release's RMW and the waiter's mark came first. Checked under Relacy
+//   a grant from dispatch_locked (whose subtraction acquires the release it
+//   passes on; a release sequence runs through every RMW of the word).
+//   release() needs no acquire: what follows it reads shared data only under
+//   the lock. The lost wake-up argument above needs no ordering at all: the
+//   count and kWaiters share one word, whose modification order decides
+//   which of the release's RMW and the waiter's mark came first, so the
+//   mark and its clearing are relaxed. Checked under Relacy
 //   (weak memory): tests/relacy/permits_relacy_test.cpp.
 #pragma once
 
@@ -105,7 +107,7 @@ class PermitCore {
   void release(std::uint32_t n) noexcept {
     // One RMW, no retry loop: a waiter marks kWaiters (under the lock) before
     // its last try, so either it sees these permits or this sees the mark.
-    if ((state_.fetch_add(n, std::memory_order_acq_rel) & kWaiters) != 0) kick();
+    if ((state_.fetch_add(n, std::memory_order_release) & kWaiters) != 0) kick();
   }
 
   /// One attempt to get `n` permits from a task. Checkpoint: yes (checks

@@ -60,7 +60,7 @@ bool IoOp::run(TaskRecord* f) noexcept {
   IoSource* s = w_.src;
   const std::uint32_t interest = w_.interest;
   for (;;) {
-    const std::uint32_t seen = s->state.load(std::memory_order_acquire);
+    const std::uint32_t seen = s->state.load(std::memory_order_relaxed);
     // Cached readiness is trusted: a clear bit means an attempt found
     // nothing (EAGAIN, or a short read) and no event came since, so the
     // syscall would only say EAGAIN. A source starts out ready (io_register);
@@ -76,6 +76,11 @@ bool IoOp::run(TaskRecord* f) noexcept {
       if (!io_clear(s, seen, interest)) continue;  // an event came in meanwhile: try again
     }
     if (wait(f)) return false;
+    // It did not suspend (ready after all, cancelled, or expired): as after
+    // a wake (on_wake), the limit's timer must have stopped before
+    // `expired` is read, and be out of the wheel before a next wait queues
+    // it again.
+    if (idle_ != nullptr) timer_cancel_and_wait(idle_->sched, idle_);
     if (wait_ended()) break;
   }
   release_limit();

@@ -85,9 +85,9 @@ inline void io_check_cancelled() {
 /// After EAGAIN: drops `bit` from the cached readiness, unless an event
 /// arrived since `seen` was read (then the caller just tries again). The
 /// event's tick makes the word differ even when its bit was set already;
-/// the orders are a margin (reactor.cpp, "Orderings").
+/// atomicity is all it needs (reactor.cpp, "Orderings").
 inline bool io_clear(IoSource* s, std::uint32_t seen, std::uint32_t bit) noexcept {
-  return s->state.compare_exchange_strong(seen, seen & ~bit, std::memory_order_acq_rel, std::memory_order_acquire);
+  return s->state.compare_exchange_strong(seen, seen & ~bit, std::memory_order_relaxed, std::memory_order_relaxed);
 }
 
 bool io_wait_suspend(IoWaiter& w, TaskRecord* f, std::coroutine_handle<> h) noexcept;

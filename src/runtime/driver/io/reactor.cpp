@@ -27,9 +27,9 @@
 // second sees the other's work. io_clear fails whenever the word changed
 // since `seen` (the tick), which RMW atomicity alone gives. The word
 // publishes no memory of its own (the data is the kernel's, ordered by the
-// syscalls), so its acquire/acq_rel orders are a margin, not a need: Relacy
-// passes with each of them relaxed. Checked under Relacy (readiness vs a
-// waiter, a cancel, an idle limit): tests/relacy/io_source_relacy_test.cpp,
+// syscalls), so every access to it is relaxed. Checked under Relacy
+// (readiness vs a waiter, a cancel, an idle limit), with the accesses
+// relaxed: tests/relacy/io_source_relacy_test.cpp,
 // without the backend (epoll/poll), IoSlot's registration or the release
 // stack, which stay SC/TSan-checked.
 #include <poll.h>
@@ -129,7 +129,7 @@ bool io_wait_suspend(IoWaiter& w, TaskRecord* f, std::coroutine_handle<> h) noex
     core = s->core;
     fd = s->fd;
     // Ready after all (retry the syscall), or the idle limit already passed.
-    return (s->state.load(std::memory_order_acquire) & (interest | io::closed(interest))) != 0 || w.expired;
+    return (s->state.load(std::memory_order_relaxed) & (interest | io::closed(interest))) != 0 || w.expired;
   });
   if (step != WaitStep::suspended) {
     w.cancelled = step == WaitStep::cancelled;
@@ -148,7 +148,7 @@ ReadableCase::ReadableCase(IoSource* s, bool pending) noexcept : SelectCase(s->l
 
 bool ReadableCase::ready() noexcept {
   for (;;) {
-    const std::uint32_t v = src_->state.load(std::memory_order_acquire);
+    const std::uint32_t v = src_->state.load(std::memory_order_relaxed);
     if ((v & io::closed(io::readable)) != 0) return true;
     if ((v & io::readable) == 0) return false;
     // The bit may be an assumption, or left by a read that took everything
@@ -173,7 +173,7 @@ void io_dispatch(const io::Event* events, std::size_t n, TaskBatch& batch) noexc
     auto* s = static_cast<IoSource*>(events[i].token);
     const std::uint32_t bits = events[i].ready;  // io::Interest bits, as the source keeps them
     std::uint32_t v = s->state.load(std::memory_order_relaxed);
-    while (!s->state.compare_exchange_weak(v, (v + IoSource::kTick) | bits, std::memory_order_acq_rel,
+    while (!s->state.compare_exchange_weak(v, (v + IoSource::kTick) | bits, std::memory_order_relaxed,
                                            std::memory_order_relaxed)) {
     }
     // Claim every waiter the event serves under the lock; wake after it,
