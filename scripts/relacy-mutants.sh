@@ -23,8 +23,16 @@ mapfile -t sources < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' tests/relacy/sour
 mapfile -t shared < <(printf '%s\n' "${sources[@]}" | grep -v '_relacy_test\.cpp$')
 obj() { echo "$(echo "${1%.cpp}" | tr / _).o"; }
 
+# Relacy and GoogleTest are most of what each source parses: precompiled
+# once and included first. They never change: a mutant's file may not be
+# among what the header includes (checked below).
+mkdir -p "$work/pch" "$work/base"
+printf '#include <gtest/gtest.h>\n#include "shoal_relacy_shim.hpp"\n' > "$work/pch/relacy_pch.hpp"
+"$cxx" "${flags[@]}" "${includes[@]}" -MD -MF "$work/pch/relacy_pch.d" -x c++-header "$work/pch/relacy_pch.hpp" \
+  -o "$work/pch/relacy_pch.hpp.gch"
+flags+=(-include "$work/pch/relacy_pch.hpp" -Winvalid-pch)
+
 # Every source once, with the headers it includes (-MD), as make would.
-mkdir -p "$work/base"
 build_base() {
   local o
   o=$(obj "$1")
@@ -38,6 +46,26 @@ wait
 for src in "${sources[@]}"; do
   [[ -f $work/base/$(obj "$src") ]] || { echo "relacy-mutants: $src does not build" >&2; exit 1; }
 done
+# What each test links of the shared sources: they go in an archive, and the
+# linker's map says which members a test pulls in. A mutant rebuilds only
+# those (the rest are not in its binary).
+shared_objects=()
+for src in "${shared[@]}"; do shared_objects+=("$work/base/$(obj "$src")"); done
+ar rcs "$work/base/shared.a" "${shared_objects[@]}"
+members() {  # members <test source>: the shared sources its binary holds
+  local o map
+  o=$(obj "tests/relacy/$1")
+  map="$work/base/${o%.o}.map"
+  "$cxx" "$work/base/$o" "$work/base/shared.a" -lgtest -lgtest_main -pthread -o /dev/null -Wl,-Map,"$map"
+  for src in "${shared[@]}"; do
+    if sed -n '1,/^Merging/p' "$map" | grep -q "^$work/base/shared.a($(obj "$src"))"; then echo "$src"; fi
+  done > "$work/base/${o%.o}.members"
+}
+for test in $(cut -d'|' -f1 tests/relacy/mutants.txt | sed -e 's/#.*//' -e 's/[?[:space:]]//g' | sort -u); do
+  while [[ $(jobs -rp | wc -l) -ge $jobs ]]; do wait -n; done
+  members "$test" &
+done
+wait
 
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; echo "${s%"${s##*[![:space:]]}"}"; }
 
@@ -54,18 +82,31 @@ run_mutant() {
   mkdir -p "$dir/$(dirname "$file")" "$dir/$(dirname "$path")"
   sed "$edit" "$path" > "$dir/$file"
   cp "$dir/$file" "$dir/$path"  # for an include spelled from the root ("src/runtime/...")
+  if grep -q "$path\b" "$work/pch/relacy_pch.d"; then
+    echo broken > "$dir/result"
+    echo "relacy-mutants: $path is in the precompiled header, which a mutant cannot change ($what)"
+    return
+  fi
   if cmp -s "$path" "$dir/$file"; then
     echo "stale" > "$dir/result"
     echo "relacy-mutants: '$edit' no longer changes $path ($what): update tests/relacy/mutants.txt"
     return
   fi
-  # The binary is the line's test source and what every test shares (not
-  # the other tests: an inline function left unmutated in one of them could
-  # be the copy the linker keeps). A mutated .cpp replaces its original; a
-  # mutated header shadows it (-I first) in every source that includes it,
-  # which is rebuilt.
-  local objects=() src o built=1
-  for src in "tests/relacy/$test" "${shared[@]}"; do
+  # The binary is the line's test source and the shared sources it pulls in
+  # (not the other tests: an inline function left unmutated in one of them
+  # could be the copy the linker keeps). A mutated .cpp replaces its
+  # original; a mutated header shadows it (-I first) in every source that
+  # includes it, which is rebuilt. The archive last: what a mutant newly
+  # needs (none does yet) still links.
+  local objects=() src o built=1 test_o linked
+  test_o=$(obj "tests/relacy/$test")
+  mapfile -t linked < "$work/base/${test_o%.o}.members"
+  if [[ $path == *.cpp ]] && ! printf '%s\n' "${linked[@]}" | grep -qx "$path"; then
+    echo broken > "$dir/result"
+    echo "relacy-mutants: $test does not link $path ($what): name a test that runs it in tests/relacy/mutants.txt"
+    return
+  fi
+  for src in "tests/relacy/$test" "${linked[@]}"; do
     o=$(obj "$src")
     if [[ $src == "$path" ]]; then
       "$cxx" "${flags[@]}" "${includes[@]}" -c "$dir/$file" -o "$dir/$o" || built=0
@@ -77,6 +118,7 @@ run_mutant() {
       objects+=("$work/base/$o")
     fi
   done
+  objects+=("$work/base/shared.a")
   # A mutant that does not build tests nothing: it is an error, never "caught".
   if [[ $built -eq 0 ]] || ! "$cxx" "${objects[@]}" -lgtest -lgtest_main -pthread -o "$dir/test"; then
     echo broken > "$dir/result"

@@ -2,12 +2,8 @@
 // line with what it explored (the relacy CI leg prints these).
 #pragma once
 
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <ostream>
-#include <string>
+#include <cstddef>
+#include <new>
 
 #include "shoal/detail/sync_shim.hpp"  // Relacy itself, through the shim
 
@@ -19,6 +15,27 @@ inline const char* search_or(const char* fallback) {
   return s != nullptr ? s : fallback;
 }
 
+/// A suite's operations with its type erased: the Relacy search machinery
+/// (a context and three schedulers per suite type, most of a test file's
+/// compile time) is instantiated once, in relacy_support.cpp, for a suite
+/// of each thread count, which runs the real suite through these.
+struct SuiteOps {
+  std::size_t size;
+  std::size_t align;
+  unsigned threads;
+  void (*construct)(void*);
+  void (*destroy)(void*);
+  void (*before)(void*);
+  void (*thread)(void*, unsigned);
+  void (*after)(void*);
+};
+
+/// The largest suite (bytes, with its alignment) check() can run.
+inline constexpr std::size_t kMaxSuiteSize = 64 * 1024;
+
+/// check<Suite>() with the suite erased (relacy_support.cpp).
+bool check(const SuiteOps& ops, const char* search, unsigned max_bound);
+
 /// Runs `Suite` under Relacy. `search`: "full" explores every schedule and
 /// every outcome the memory model allows; "bound" does so for schedules with
 /// at most SHOAL_RELACY_BOUND (default 2) preemptions, as loom's
@@ -29,31 +46,22 @@ inline const char* search_or(const char* fallback) {
 /// above it.
 template <class Suite>
 bool check(const char* search, unsigned max_bound = 0) {
-  rl::test_params p;
-  p.output_history = true;
-  p.collect_history = std::getenv("SHOAL_RELACY_HISTORY") != nullptr;  // slow: to read a failure
-  static std::ostream quiet(nullptr);  // no progress lines
-  p.progress_stream = &quiet;
-  if (std::strcmp(search, "full") == 0) {
-    p.search_type = rl::sched_full;
-  } else if (std::strcmp(search, "bound") == 0) {
-    p.search_type = rl::sched_bound;
-    const char* b = std::getenv("SHOAL_RELACY_BOUND");
-    p.context_bound = b != nullptr ? static_cast<unsigned>(std::atoi(b)) : 2;
-    if (max_bound != 0 && p.context_bound > max_bound) p.context_bound = max_bound;
-  } else {
-    p.search_type = rl::sched_random;
-    const char* n = std::getenv("SHOAL_RELACY_ITERATIONS");
-    p.iteration_count = n != nullptr ? std::strtoull(n, nullptr, 10) : 200'000;
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  const bool ok = rl::simulate<Suite>(p);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("relacy: %s search%s, %llu executions, %.2f s%s%s\n", search,
-              p.search_type == rl::sched_bound ? (" " + std::to_string(p.context_bound)).c_str() : "",
-              static_cast<unsigned long long>(p.stop_iteration), s, ok ? "" : " FAILED: ",
-              ok ? "" : rl::test_result_str(p.test_result));
-  return ok;
+  using P = typename Suite::params;
+  static_assert(P::dynamic_thread_count == 0 && P::expected_result == rl::test_result_success,
+                "the erased suites have static threads and expect success");
+  static_assert(P::static_thread_count >= 1 && P::static_thread_count <= 4, "1 to 4 threads");
+  static_assert(sizeof(Suite) + alignof(Suite) <= kMaxSuiteSize, "raise kMaxSuiteSize");
+  static constexpr SuiteOps ops{
+      sizeof(Suite),
+      alignof(Suite),
+      P::static_thread_count,
+      [](void* p) { ::new (p) Suite(); },
+      [](void* p) { static_cast<Suite*>(p)->~Suite(); },
+      [](void* p) { static_cast<Suite*>(p)->before(); },
+      [](void* p, unsigned i) { static_cast<Suite*>(p)->thread(i); },
+      [](void* p) { static_cast<Suite*>(p)->after(); },
+  };
+  return check(ops, search, max_bound);
 }
 
 /// N items handed from thread to thread. `T` has two rl::var<int>s: its

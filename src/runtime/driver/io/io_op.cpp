@@ -76,11 +76,6 @@ bool IoOp::run(TaskRecord* f) noexcept {
       if (!io_clear(s, seen, interest)) continue;  // an event came in meanwhile: try again
     }
     if (wait(f)) return false;
-    // It did not suspend (ready after all, cancelled, or expired): as after
-    // a wake (on_wake), the limit's timer must have stopped before
-    // `expired` is read, and be out of the wheel before a next wait queues
-    // it again.
-    if (idle_ != nullptr) timer_cancel_and_wait(idle_->sched, idle_);
     if (wait_ended()) break;
   }
   release_limit();
@@ -125,7 +120,12 @@ bool IoOp::wait(TaskRecord* f) noexcept {
     idle_->deadline = to_ns(clock_now() + limit());
     (void)timer_insert(f->sched, idle_);  // no cancel check: the wait makes it
   }
-  return io_wait_suspend(w_, f, stand_in_.handle());
+  if (io_wait_suspend(w_, f, stand_in_.handle())) return true;
+  // It did not suspend (ready after all, cancelled, or expired): as after a
+  // wake (on_wake), the limit's timer must have stopped before `expired` is
+  // read, and be out of the wheel before a next wait queues it again.
+  if (idle_ != nullptr) timer_cancel_and_wait(idle_->sched, idle_);
+  return false;
 }
 
 void IoOp::on_wake(void* frame) noexcept {
