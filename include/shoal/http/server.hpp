@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <type_traits>
 #include <utility>
@@ -46,6 +47,13 @@ struct ServerOptions {
   /// outlive the server. Null
   /// (the default): nothing is counted.
   ServerStats* stats = nullptr;
+  /// HTTP/2: the streams a client may have open at once (the
+  /// SETTINGS_MAX_CONCURRENT_STREAMS the server advertises; a stream past
+  /// it is refused with RST_STREAM REFUSED_STREAM), and the handlers that
+  /// run at once on one connection: a handler whose stream the client
+  /// reset keeps its slot until it ends, so resets cannot multiply
+  /// running handlers (the rapid-reset attack).
+  std::uint32_t max_concurrent_streams = 100;
 };
 
 class Server;
@@ -59,6 +67,21 @@ struct HandlerRef {
   void (*call)(void*, const Request&, Response&) = nullptr;
   Task<void> (*call_async)(void*, const Request&, Response&) = nullptr;
 };
+
+/// `handler` seen through a HandlerRef (which it must outlive).
+template <class H>
+HandlerRef handler_ref(H& handler) noexcept {
+  HandlerRef ref{&handler, nullptr, nullptr};
+  if constexpr (std::is_void_v<std::invoke_result_t<H&, const Request&, Response&>>) {
+    ref.call = [](void* h, const Request& q, Response& r) { std::invoke(*static_cast<H*>(h), q, r); };
+  } else {
+    static_assert(std::is_same_v<std::invoke_result_t<H&, const Request&, Response&>, Task<void>>,
+                  "shoal::http: the handler must be callable as handler(const Request&, Response&) returning "
+                  "void or Task<void>");
+    ref.call_async = [](void* h, const Request& q, Response& r) { return std::invoke(*static_cast<H*>(h), q, r); };
+  }
+  return ref;
+}
 
 Task<void> serve_connection(Server& server, net::Stream conn, HandlerRef handler);
 Task<void> serve_connection(Server& server, shoal::detail::ByteStreamRef conn, HandlerRef handler);
@@ -98,15 +121,7 @@ class Server {
   ///   connection (a reset peer is ECONNRESET or EPIPE, which serve ignores).
   template <net::ByteStream S, class H>
   Task<void> serve_connection(S conn, H& handler) {
-    detail::HandlerRef ref{&handler, nullptr, nullptr};
-    if constexpr (std::is_void_v<std::invoke_result_t<H&, const Request&, Response&>>) {
-      ref.call = [](void* h, const Request& q, Response& r) { std::invoke(*static_cast<H*>(h), q, r); };
-    } else {
-      static_assert(std::is_same_v<std::invoke_result_t<H&, const Request&, Response&>, Task<void>>,
-                    "shoal::http: the handler must be callable as handler(const Request&, Response&) returning "
-                    "void or Task<void>");
-      ref.call_async = [](void* h, const Request& q, Response& r) { return std::invoke(*static_cast<H*>(h), q, r); };
-    }
+    const detail::HandlerRef ref = detail::handler_ref(handler);
     if constexpr (std::is_same_v<S, net::Stream>) {
       return detail::serve_connection(*this, std::move(conn), ref);
     } else {

@@ -1,0 +1,170 @@
+// shoal::http2 driven by real HTTP/2 clients nobody here wrote: curl (with
+// prior knowledge of h2c), nghttp and h2load (Debian's nghttp2-client) and
+// Node's http2 module, each as a child process against an in-process server.
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "shoal/http.hpp"
+#include "http2/h2_support.hpp"
+#include "shoal/http2/server.hpp"
+#include "shoal/sync/event.hpp"
+#include "support/client_process.hpp"
+#include "support/test_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using shoal::Task;
+using shoal::net::Address;
+using shoal::test::have;
+using shoal::test::Ran;
+using shoal::test::run_client;
+using shoal::test::with_h2_server;
+namespace http = shoal::http;
+namespace http2 = shoal::http2;
+
+SHOAL_TEST_SUITE(Http2Clients);
+
+/// Echoes "<METHOD> <target> <body>"; /fail throws; /status/N answers N.
+struct Echo {
+  void operator()(const http::Request& req, http::Response& res) const {
+    if (req.target() == "/fail") throw std::runtime_error("the handler failed on purpose");
+    if (req.target().starts_with("/status/")) {
+      res.status = std::stoi(std::string(req.target().substr(8)));
+      return;
+    }
+    res.set_header("X-Host", req.header("host"));
+    res.body.append(req.method()).append(" ").append(req.target()).append(" ").append(req.body());
+  }
+};
+
+std::string url(const std::string& addr, const std::string& path) { return "http://" + addr + path; }
+
+SHOAL_TEST(Http2Clients, CurlWithPriorKnowledgeGetsTheHandlersAnswerOverHttp2) {
+  if (!have("curl")) co_return;
+  co_await with_h2_server({}, Echo{}, [](std::string addr) -> Task<void> {
+    const std::vector<std::string> argv{"curl", "-sS", "--http2-prior-knowledge", "-D", "-", url(addr, "/hello?x=1")};
+    const Ran r = co_await run_client(argv);
+    EXPECT_TRUE(r.status.success()) << r.status.to_string() << ": " << r.err;
+    EXPECT_TRUE(r.out.starts_with("HTTP/2 200 \r\n")) << r.out;
+    EXPECT_NE(r.out.find("content-length: 15\r\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("x-host: " + addr + "\r\n"), std::string::npos) << r.out;  // :authority as Host
+    EXPECT_TRUE(r.out.ends_with("\r\n\r\nGET /hello?x=1 ")) << r.out;
+  });
+}
+
+SHOAL_TEST(Http2Clients, CurlPostsATenMebibyteBodyThroughTheStreamWindow) {
+  if (!have("curl")) co_return;
+  http::ServerOptions o;
+  o.max_body = 16 << 20;
+  co_await with_h2_server(o, Echo{}, [](std::string addr) -> Task<void> {
+    std::string body(10 << 20, 'b');
+    for (std::size_t i = 0; i < body.size(); i += 4096) body[i] = static_cast<char>('a' + (i / 4096) % 26);
+    const std::vector<std::string> argv{"curl", "-sS", "--http2-prior-knowledge", "--data-binary", "@-",
+                                        url(addr, "/up")};
+    const Ran r = co_await run_client(argv, body);
+    EXPECT_TRUE(r.status.success()) << r.status.to_string() << ": " << r.err;
+    EXPECT_EQ(r.out.size(), 9 + body.size());
+    EXPECT_TRUE(r.out == "POST /up " + body) << r.out.substr(0, 80);
+  });
+}
+
+SHOAL_TEST(Http2Clients, ABodyPastMaxBodyIsAnswered413AndTheConnectionServesOn) {
+  if (!have("nghttp")) co_return;
+  http::ServerOptions o;
+  o.max_body = 1000;
+  co_await with_h2_server(o, Echo{}, [](std::string addr) -> Task<void> {
+    // Two requests on one connection (nghttp's -d sends the same data with each URI).
+    const std::vector<std::string> argv{"nghttp", "-n", "-s", "-d", "-", url(addr, "/big"), url(addr, "/again")};
+    const Ran r = co_await run_client(argv, std::string(5000, 'x'));
+    EXPECT_TRUE(r.status.success()) << r.status.to_string() << ": " << r.err << r.out;
+    // nghttp's -s table: a line per request, "... code size path"; both
+    // answered on the one connection, each refused on its own stream.
+    EXPECT_NE(r.out.find("  413   23 /big\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("  413   23 /again\n"), std::string::npos) << r.out;
+  });
+}
+
+SHOAL_TEST(Http2Clients, AHandlerFailureAnswersItsStream500AndTheOthersServeOn) {
+  if (!have("curl")) co_return;
+  co_await with_h2_server({}, Echo{}, [](std::string addr) -> Task<void> {
+    // One connection, three streams (curl multiplexes over --parallel).
+    const std::vector<std::string> argv{"curl",          "-sS", "--http2-prior-knowledge", "--parallel",
+                                        "--parallel-immediate",
+                                        "-w",            "%{http_code} %{http_version}\\n",
+                                        "-o",            "/dev/null", url(addr, "/a"),
+                                        "-o",            "/dev/null", url(addr, "/fail"),
+                                        "-o",            "/dev/null", url(addr, "/status/204")};
+    const Ran r = co_await run_client(argv);
+    EXPECT_TRUE(r.status.success()) << r.status.to_string() << ": " << r.err;
+    for (const char* want : {"200 2\n", "500 2\n", "204 2\n"}) EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
+  });
+}
+
+SHOAL_TEST(Http2Clients, H2loadCompletesAThousandRequestsAHundredStreamsAtATime) {
+  if (!have("h2load")) co_return;
+  co_await with_h2_server({}, Echo{}, [](std::string addr) -> Task<void> {
+    const std::vector<std::string> argv{"h2load", "-n", "1000", "-c", "1", "-m", "100", url(addr, "/")};
+    const Ran r = co_await run_client(argv);
+    EXPECT_TRUE(r.status.success()) << r.status.to_string() << ": " << r.err << r.out;
+    EXPECT_NE(r.out.find("1000 total, 1000 started, 1000 done, 1000 succeeded, 0 failed, 0 errored"),
+              std::string::npos)
+        << r.out;
+  });
+}
+
+/// Counts the handlers running at once; each waits until two have run
+/// side by side (a server running one stream at a time never gets there,
+/// and the client gives up).
+struct Concurrency {
+  std::atomic<int>* now;
+  std::atomic<int>* most;
+  shoal::Event* two;
+  Task<void> operator()(const http::Request&, http::Response& res) const {
+    const int n = now->fetch_add(1) + 1;
+    int seen = most->load();
+    while (n > seen && !most->compare_exchange_weak(seen, n)) {
+    }
+    if (n >= 2) two->set();
+    co_await two->wait();
+    now->fetch_sub(1);
+    res.body = "ok";
+  }
+};
+
+SHOAL_TEST(Http2Clients, NodeRunsStreamsOfOneConnectionInParallelUpToTheAdvertisedLimit) {
+  if (!have("node")) co_return;
+  std::atomic<int> now{0}, most{0};
+  shoal::Event two;
+  http::ServerOptions o;
+  o.max_concurrent_streams = 8;
+  co_await with_h2_server(o, Concurrency{&now, &most, &two}, [](std::string addr) -> Task<void> {
+    const char* script = R"JS(
+const http2 = require('http2');
+const client = http2.connect('http://' + process.argv[1]);
+client.on('error', (e) => { console.error('node: ' + e.message); process.exit(1); });
+client.on('remoteSettings', (s) => {
+  const limit = s.maxConcurrentStreams;
+  let done = 0, ok = 0;
+  for (let i = 0; i < 32; ++i) {
+    const req = client.request({':path': '/' + i});
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('response', (h) => { if (h[':status'] === 200) ++ok; });
+    req.on('data', (d) => body += d);
+    req.on('end', () => { if (++done === 32) { console.log(`limit=${limit} ok=${ok}`); client.close(); } });
+    req.end();
+  }
+});
+)JS";
+    const std::vector<std::string> argv{"node", "-e", script, addr};
+    const Ran r = co_await run_client(argv);
+    EXPECT_TRUE(r.status.success()) << r.status.to_string() << ": " << r.err;
+    EXPECT_EQ(r.out, "limit=8 ok=32\n") << r.err;
+  });
+  EXPECT_LE(most.load(), 8);  // never more handlers than the advertised limit
+}
+
+}  // namespace

@@ -1,0 +1,36 @@
+// What the HTTP/2 suites share: an h2c server (prior knowledge) on a fresh
+// port for the length of a test's client.
+#pragma once
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "shoal/http.hpp"
+#include "shoal/http2/server.hpp"
+#include "shoal/scope/scope.hpp"
+
+namespace shoal::test {
+
+/// Serves h2c with `handler` on 127.0.0.1 while `client(address)` runs.
+/// A handler's failure (answered 500 on its stream, rethrown as the
+/// connection ends) is for the test to check in the answer.
+template <class H>
+Task<void> with_h2_server(http::ServerOptions options, H handler, std::function<Task<void>(std::string)> client) {
+  auto listener = net::Listener::bind(net::Address::parse("127.0.0.1:0"));
+  const std::string addr = listener.local_address().to_string();
+  http::Server server(options);
+  co_await scope([&](Scope& s) -> Task<void> {
+    s.spawn(net::serve(listener, {}, [&](net::Stream conn) -> Task<void> {
+      try {
+        co_await http2::serve_connection(server, std::move(conn), handler);
+      } catch (const std::runtime_error&) {
+      }
+    }));
+    co_await client(addr);
+    s.cancel();
+  });
+}
+
+}  // namespace shoal::test
