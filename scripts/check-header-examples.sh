@@ -39,6 +39,9 @@ CONTEXT = {
         "params": "shoal::net::Listener& listener, shoal::net::ServeOptions serve_options"},
     "shoal/http/server.hpp": {"params": "shoal::net::Listener& listener, shoal::net::ServeOptions serve_options"},
     "shoal/http/stats.hpp": {"include": "shoal/http.hpp"},
+    "shoal/http2/server.hpp": {
+        "decls": "struct Handler { void operator()(const shoal::http::Request&, shoal::http::Response&) const {} };",
+        "params": "shoal::net::Stream& conn, Handler& handler"},
     "shoal/testing/gtest.hpp": {"toplevel": True},
     "shoal/net/byte_stream.hpp": {"params": "shoal::net::Stream& conn"},
     "shoal/net/buffered_reader.hpp": {"decls": "void handle(std::string_view line);", "params": "shoal::net::Stream& conn"},
