@@ -1,5 +1,7 @@
 // An HTTP/1.1 keep-alive "hello" server on shoal::http::serve, over TLS with
-// --tls (HTTPS: a PEM certificate chain and its private key).
+// --tls (HTTPS: a PEM certificate chain and its private key); with
+// shoal::http2 built, HTTP/2 too: h2c by prior knowledge on the same port,
+// and h2 by ALPN over TLS.
 //   http_server [address] [max_connections] [--tls CERT KEY]
 //   (default 127.0.0.1:8080, 10000)
 // SIGINT or SIGTERM starts a graceful shutdown; SIGUSR1 writes a task dump
@@ -16,6 +18,12 @@
 #if SHOAL_EXAMPLE_TLS
 #include "shoal/http/https.hpp"
 #endif
+#if SHOAL_EXAMPLE_HTTP2
+#include "shoal/http2/server.hpp"
+#if SHOAL_EXAMPLE_TLS
+#include "shoal/http2/https.hpp"
+#endif
+#endif
 
 namespace {
 
@@ -31,16 +39,26 @@ shoal::Task<void> serve(shoal::net::Listener& listener, const Args& args, shoal:
   http_options.stats = &stats;
   const hello::Handler handler{&stats};
   if (args.certificate.empty()) {
+#if SHOAL_EXAMPLE_HTTP2
+    co_await shoal::http2::serve(listener, std::move(options), http_options, handler);  // and h2c
+#else
     co_await shoal::http::serve(listener, std::move(options), http_options, handler);
+#endif
     co_return;
   }
 #if SHOAL_EXAMPLE_TLS
   shoal::tls::ServerOptions tls_options;
   tls_options.certificate_chain_file = args.certificate;
   tls_options.private_key_file = args.key;
+#if SHOAL_EXAMPLE_HTTP2
+  tls_options.alpn = {"h2", "http/1.1"};
+  auto tls = shoal::tls::Context::server(tls_options);
+  co_await shoal::http2::serve(listener, std::move(options), http_options, std::move(tls), handler);
+#else
   tls_options.alpn = {"http/1.1"};
   auto tls = shoal::tls::Context::server(tls_options);
   co_await shoal::http::serve(listener, std::move(options), http_options, std::move(tls), handler);
+#endif
 #endif
 }
 

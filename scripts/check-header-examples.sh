@@ -39,6 +39,9 @@ CONTEXT = {
         "params": "shoal::net::Listener& listener, shoal::net::ServeOptions serve_options"},
     "shoal/http/server.hpp": {"params": "shoal::net::Listener& listener, shoal::net::ServeOptions serve_options"},
     "shoal/http/stats.hpp": {"include": "shoal/http.hpp"},
+    "shoal/http2/https.hpp": {
+        "decls": "struct Handler { void operator()(const shoal::http::Request&, shoal::http::Response&) const {} };",
+        "params": "shoal::net::Listener& listener, shoal::net::ServeOptions serve_options, Handler handler"},
     "shoal/http2/server.hpp": {
         "decls": "struct Handler { void operator()(const shoal::http::Request&, shoal::http::Response&) const {} };",
         "params": "shoal::net::Stream& conn, Handler& handler"},

@@ -17,6 +17,9 @@ using std::chrono::milliseconds;
 
 enum class Read { data, end, timeout };
 
+/// What an HTTP/2 client sends first (RFC 9113 §3.4).
+inline constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
 /// Reads what is there into the back of `buf`, waiting at most `limit`.
 template <class S>
 Task<Read> read_more(S& conn, std::string& buf, milliseconds limit) {
@@ -194,6 +197,22 @@ Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
       if (!entry.go_busy()) break;  // the shutdown closed it meanwhile
       ended_idle = false;
       if (co_await read_more(conn, in, o.header_timeout) != Read::data) co_return;
+      if (first && server.http2() != nullptr) {
+        // HTTP/2 by prior knowledge: the client's first bytes are its
+        // preface, whose first line no HTTP/1.1 request has.
+        while (in.size() < kHttp2Preface.size() && kHttp2Preface.starts_with(in)) {
+          if (co_await read_more(conn, in, o.header_timeout) != Read::data) co_return;
+        }
+        if (std::string_view(in).starts_with(kHttp2Preface)) {
+          if constexpr (std::is_same_v<S, shoal::detail::ByteStreamRef>) {
+            co_await server.http2()(server, conn, handler, std::move(in));
+          } else {
+            shoal::detail::ByteStreamRef ref(conn);
+            co_await server.http2()(server, ref, handler, std::move(in));
+          }
+          co_return;
+        }
+      }
     }
     first = false;
 

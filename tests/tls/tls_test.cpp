@@ -20,6 +20,7 @@
 #include "shoal/tls/tls.hpp"
 #include "support/process_stats.hpp"
 #include "support/stream_io.hpp"
+#include "support/test_certs.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -33,46 +34,9 @@ using shoal::net::Listener;
 namespace tls = shoal::tls;
 namespace process = shoal::process;
 
+using shoal::test::certs;
+
 SHOAL_TEST_SUITE(Tls);
-
-/// The test certificates, made once per process.
-struct Certs {
-  std::string dir, ca, cert, key, expired;
-};
-
-const Certs& certs() {
-  static const Certs c = [] {
-    Certs k;
-    char tmpl[] = "/tmp/shoal-tls-XXXXXX";
-    k.dir = ::mkdtemp(tmpl);
-    // Removed at exit: ctest runs each test in its own process, so one directory per test otherwise.
-    static const struct RemoveAtExit {
-      std::string dir;
-      ~RemoveAtExit() {
-        std::error_code ignored;
-        std::filesystem::remove_all(dir, ignored);
-      }
-    } remove_at_exit{k.dir};
-    k.ca = k.dir + "/ca.pem";
-    k.cert = k.dir + "/server.pem";
-    k.key = k.dir + "/server.key";
-    k.expired = k.dir + "/expired.pem";
-    const std::string script =
-        "set -e; cd " + k.dir +
-        "; ec='-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes'"
-        "; openssl req -x509 $ec -days 2 -subj /CN=shoal-test-ca -keyout ca.key -out ca.pem"
-        "; openssl req $ec -subj /CN=localhost -keyout server.key -out server.csr"
-        "; printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > san"
-        "; openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile san -out server.pem"
-        "; openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days -1 -extfile san -out expired.pem";
-    if (std::system(("(" + script + ") >" + k.dir + "/openssl.log 2>&1").c_str()) != 0) {
-      ADD_FAILURE() << "making the test certificates with the openssl command line failed; see " << k.dir
-                    << "/openssl.log (bash scripts/install-deps.sh installs openssl)";
-    }
-    return k;
-  }();
-  return c;
-}
 
 tls::Context server_context(const std::string& cert, std::vector<std::string> alpn = {}) {
   tls::ServerOptions o;

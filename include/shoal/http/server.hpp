@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -83,6 +84,13 @@ HandlerRef handler_ref(H& handler) noexcept {
   return ref;
 }
 
+/// The HTTP/2 server, for a connection that opens with its preface: set by
+/// shoal::http2::serve (null: HTTP/1.1 only, and libshoal never links
+/// nghttp2). Serves `conn`, whose first bytes the caller read into
+/// `preread`.
+using Http2Entry = Task<void> (*)(Server& server, shoal::detail::ByteStreamRef conn, HandlerRef handler,
+                                  std::string preread);
+
 Task<void> serve_connection(Server& server, net::Stream conn, HandlerRef handler);
 Task<void> serve_connection(Server& server, shoal::detail::ByteStreamRef conn, HandlerRef handler);
 
@@ -141,10 +149,16 @@ class Server {
   const ServerOptions& options() const noexcept { return options_; }
   /// The connections being served, as the shutdown reaches them.
   net::Connections& connections() noexcept { return connections_; }
+  /// Serves a connection that opens with the HTTP/2 preface with `entry`
+  /// (shoal::http2::serve sets it, before the first connection).
+  void set_http2(detail::Http2Entry entry) noexcept { http2_ = entry; }
+  /// The HTTP/2 server, or null (HTTP/1.1 only).
+  detail::Http2Entry http2() const noexcept { return http2_; }
 
  private:
   ServerOptions options_;
   net::Connections connections_;
+  detail::Http2Entry http2_ = nullptr;
 };
 
 namespace detail {

@@ -17,6 +17,7 @@
 
 #include "shoal/http/server.hpp"
 #include "shoal/net/byte_stream.hpp"
+#include "shoal/net/serve.hpp"
 #include "shoal/runtime/task.hpp"
 
 /// HTTP/2 (RFC 9113) for shoal::http's handlers.
@@ -55,6 +56,23 @@ Task<void> serve_owned(http::Server& server, S conn, http::detail::HandlerRef ha
 template <net::ByteStream S, class H>
 Task<void> serve_connection(http::Server& server, S conn, H& handler, std::string preread = {}) {
   return detail::serve_owned(server, std::move(conn), http::detail::handler_ref(handler), std::move(preread));
+}
+
+/// http::serve with HTTP/2 on the same port: a connection that opens with
+/// the HTTP/2 preface (h2c by prior knowledge, as `curl
+/// --http2-prior-knowledge`, h2load and gRPC clients speak it) is served
+/// by serve_connection above, any other as HTTP/1.1; both with `options`
+/// and `handler`, and one graceful shutdown. (Over TLS, by ALPN:
+/// shoal/http2/https.hpp.)
+/// Checkpoint, Cancellation, Thread-safety, Throws: as net::serve.
+template <class H>
+Task<void> serve(net::Listener& listener, net::ServeOptions serve_options, http::ServerOptions options, H handler) {
+  auto serve_all = [&listener](http::Server& server, H& h, net::ServeOptions o) {
+    server.set_http2(&detail::serve_connection);
+    return net::serve(listener, std::move(o),
+                      [&server, &h](net::Stream conn) { return server.serve_connection(std::move(conn), h); });
+  };
+  return http::detail::serve_with(std::move(serve_options), options, std::move(handler), serve_all);
 }
 
 }  // namespace shoal::http2
