@@ -382,7 +382,6 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
   };
   if (nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings)) != 0) throw std::bad_alloc();
   std::string in = std::move(preread);
-  std::vector<std::byte> buf;
   for (;;) {
     if (!in.empty()) {
       const ssize_t n =
@@ -416,14 +415,17 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
     // then it ends with GOAWAY (NO_ERROR). One with streams waits on them.
     const std::chrono::milliseconds limit =
         !streams_.empty() ? std::chrono::hours(24) : served_ ? o.idle_timeout : o.header_timeout;
+    if (streams_.empty()) std::string().swap(out_);
     auto r = co_await select(conn_.readable_case(), on_notify(done_notify_), on_timeout(limit));
     if (r.index() == 2) {
       if (streams_.empty()) (void)nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
     } else if (r.index() == 0) {
-      buf.resize(16384);
-      const std::size_t n = co_await conn_.read_some(buf);
+      // Read straight into `in`, which is given back once nghttp2 has
+      // taken it: an idle connection holds no buffer.
+      in.resize(16384);
+      const std::size_t n = co_await conn_.read_some(std::as_writable_bytes(std::span(in)));
       if (n == 0) break;  // the client is gone: its streams' tasks are cancelled below
-      in.assign(reinterpret_cast<const char*>(buf.data()), n);
+      in.resize(n);
     }
   }
   set.cancel();
