@@ -60,20 +60,13 @@ struct Stream {
 
   /// The head the handler sees: views into this stream's strings.
   void make_head() {
+    const bool host = std::any_of(fields.begin(), fields.end(), [](const auto& f) { return f.first == "host"; });
+    if (!host && !authority.empty()) fields.emplace_back("host", authority);  // before any view is taken
     head.method = method;
     head.target = path;
     head.minor_version = 1;
     head.headers.clear();
-    bool host = false;
-    for (const auto& [n, v] : fields) {
-      head.headers.push_back(http::Header{n, v});
-      host = host || n == "host";
-    }
-    if (!host && !authority.empty()) {
-      fields.emplace_back("host", authority);  // may move the strings: views taken again below
-      head.headers.clear();
-      for (const auto& [n, v] : fields) head.headers.push_back(http::Header{n, v});
-    }
+    for (const auto& [n, v] : fields) head.headers.push_back(http::Header{n, v});
     head.content_length = body.size();
   }
 };
@@ -413,13 +406,21 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
     // A connection with no open stream may stay silent for the header
     // timeout before its first request and the idle timeout after it;
     // then it ends with GOAWAY (NO_ERROR). One with streams waits on them.
-    const std::chrono::milliseconds limit =
-        !streams_.empty() ? std::chrono::hours(24) : served_ ? o.idle_timeout : o.header_timeout;
-    if (streams_.empty()) std::string().swap(out_);
-    auto r = co_await select(conn_.readable_case(), on_notify(done_notify_), on_timeout(limit));
-    if (r.index() == 2) {
-      if (streams_.empty()) (void)nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
-    } else if (r.index() == 0) {
+    const std::chrono::milliseconds limit = served_ ? o.idle_timeout : o.header_timeout;
+    // The deadline's timer only while no stream is open: not one per turn
+    // of a busy connection.
+    std::size_t woke = 0;  // the case: readable, a handler done, the deadline
+    if (streams_.empty()) {
+      std::string().swap(out_);
+      const auto r = co_await select(conn_.readable_case(), on_notify(done_notify_), on_timeout(limit));
+      woke = r.index();
+    } else {
+      const auto r = co_await select(conn_.readable_case(), on_notify(done_notify_));
+      woke = r.index();
+    }
+    if (woke == 2) {
+      (void)nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
+    } else if (woke == 0) {
       // Read straight into `in`, which is given back once nghttp2 has
       // taken it: an idle connection holds no buffer.
       in.resize(16384);
