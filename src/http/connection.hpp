@@ -145,6 +145,27 @@ inline bool next_request_buffered(std::string_view in, RequestHead& scratch, std
          !scratch.expect_continue && in.size() >= scratch.head_size + scratch.content_length;
 }
 
+/// HTTP/2 by prior knowledge: the client's first bytes are its preface,
+/// whose first line no HTTP/1.1 request has. Reads the rest of a preface
+/// begun in `in` and, if it is one, serves the connection as HTTP/2 and
+/// returns true (also when the client went away); false leaves `in` to the
+/// HTTP/1.1 loop. Its own coroutine, so that an HTTP/1.1 connection's frame
+/// carries none of this.
+template <class S>
+Task<bool> serve_http2(Server& server, S& conn, HandlerRef handler, std::string& in) {
+  while (in.size() < kHttp2Preface.size() && kHttp2Preface.starts_with(in)) {
+    if (co_await read_more(conn, in, server.options().header_timeout) != Read::data) co_return true;
+  }
+  if (!std::string_view(in).starts_with(kHttp2Preface)) co_return false;
+  if constexpr (std::is_same_v<S, shoal::detail::ByteStreamRef>) {
+    co_await server.http2()(server, conn, handler, std::move(in));
+  } else {
+    shoal::detail::ByteStreamRef ref(conn);
+    co_await server.http2()(server, ref, handler, std::move(in));
+  }
+  co_return true;
+}
+
 // One connection's frame lives as long as the connection, so it is kept
 // small: one wait and one write site (each awaiter is ~140 bytes of frame),
 // and the rare paths (a head in pieces, a body, a refusal) in coroutines of
@@ -197,21 +218,9 @@ Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
       if (!entry.go_busy()) break;  // the shutdown closed it meanwhile
       ended_idle = false;
       if (co_await read_more(conn, in, o.header_timeout) != Read::data) co_return;
-      if (first && server.http2() != nullptr) {
-        // HTTP/2 by prior knowledge: the client's first bytes are its
-        // preface, whose first line no HTTP/1.1 request has.
-        while (in.size() < kHttp2Preface.size() && kHttp2Preface.starts_with(in)) {
-          if (co_await read_more(conn, in, o.header_timeout) != Read::data) co_return;
-        }
-        if (std::string_view(in).starts_with(kHttp2Preface)) {
-          if constexpr (std::is_same_v<S, shoal::detail::ByteStreamRef>) {
-            co_await server.http2()(server, conn, handler, std::move(in));
-          } else {
-            shoal::detail::ByteStreamRef ref(conn);
-            co_await server.http2()(server, ref, handler, std::move(in));
-          }
-          co_return;
-        }
+      const std::string_view opening = std::string_view(in).substr(0, kHttp2Preface.size());
+      if (first && server.http2() != nullptr && kHttp2Preface.starts_with(opening)) {
+        if (co_await serve_http2(server, conn, handler, in)) co_return;
       }
     }
     first = false;

@@ -42,31 +42,73 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-/// One request, from its HEADERS to the end of its response.
+/// A buffer kept for the next stream only up to this: one large body does
+/// not pin its memory for the connection's life.
+constexpr std::size_t kKeepCapacity = 16384;
+
+/// One request, from its HEADERS to the end of its response. A connection
+/// reuses its streams' objects (and their strings' memory) while any is
+/// open, and frees them all when none is.
 struct Stream {
   std::int32_t id = 0;
-  std::vector<std::pair<std::string, std::string>> fields;  // as received (pseudo-headers apart)
-  std::string method, path, authority;
+  std::size_t slot = 0;  // its index in Connection::streams_
+  std::string text;  // the fields' names and values, one after another
+  struct Field {
+    std::uint32_t at, name, value;  // offset in `text`, lengths
+  };
+  std::vector<Field> fields;  // as received, pseudo-headers apart
+  Field method{}, path{}, authority{};
+  bool has_host = false;
   std::size_t field_bytes = 0;
   http::RequestHead head;
   std::string body;
   bool too_large = false;  // the body went past max_body: 413
   http::Response res;
-  std::size_t sent = 0;  // bytes of res.body handed to nghttp2
-  CancelScope scope;     // a peer's RST_STREAM cancels the handler
+  std::size_t sent = 0;              // bytes of res.body handed to nghttp2
+  std::optional<CancelScope> scope;  // a peer's RST_STREAM cancels the handler
   std::exception_ptr fault;
   bool handler_live = false;
   bool closed = false;  // nghttp2 closed the stream (reset, or answered)
 
-  /// The head the handler sees: views into this stream's strings.
+  /// Ready for stream `new_id`, keeping what memory is small enough to.
+  void open(std::int32_t new_id) {
+    id = new_id;
+    text.clear();
+    fields.clear();
+    method = path = authority = Field{};
+    has_host = false;
+    field_bytes = 0;
+    if (body.capacity() > kKeepCapacity) std::string().swap(body);
+    body.clear();
+    too_large = false;
+    if (res.body.capacity() > kKeepCapacity) res.release();
+    res.reset();
+    sent = 0;
+    scope.emplace();
+    fault = nullptr;
+    handler_live = false;
+    closed = false;
+  }
+  Field keep(std::string_view name, std::string_view value) {
+    const Field f{static_cast<std::uint32_t>(text.size()), static_cast<std::uint32_t>(name.size()),
+                  static_cast<std::uint32_t>(value.size())};
+    text.append(name).append(value);
+    return f;
+  }
+  std::string_view name(Field f) const noexcept { return std::string_view(text).substr(f.at, f.name); }
+  std::string_view value(Field f) const noexcept { return std::string_view(text).substr(f.at + f.name, f.value); }
+
+  /// The head the handler sees: views into this stream's text.
   void make_head() {
-    const bool host = std::any_of(fields.begin(), fields.end(), [](const auto& f) { return f.first == "host"; });
-    if (!host && !authority.empty()) fields.emplace_back("host", authority);  // before any view is taken
-    head.method = method;
-    head.target = path;
+    if (!has_host && authority.value != 0) {
+      text.reserve(text.size() + 4 + authority.value);  // the view below stays valid
+      fields.push_back(keep("host", value(authority)));
+    }
+    head.method = value(method);
+    head.target = value(path);
     head.minor_version = 1;
     head.headers.clear();
-    for (const auto& [n, v] : fields) head.headers.push_back(http::Header{n, v});
+    for (const Field f : fields) head.headers.push_back(http::Header{name(f), value(f)});
     head.content_length = body.size();
   }
 };
@@ -122,11 +164,13 @@ class Connection {
                            std::uint32_t* flags, nghttp2_data_source* src, void* user) noexcept;
 
   void request_ended(Stream& s);
+  void run_waiting();
   Task<void> start_waiting(TaskSet& set);
   Task<void> handle(Stream& s);
   void finished(Stream& s);
   void respond(Stream& s);
-  void forget(Stream& s) { streams_.erase(s.id); }
+  Stream& open_stream(std::int32_t id);
+  void forget(Stream& s);
   Task<void> flush();
 
   http::Server& server_;
@@ -135,7 +179,9 @@ class Connection {
   nghttp2_session* session_ = nullptr;
   std::size_t limit_ = 1;    // handlers at once: the advertised stream limit
   std::size_t running_ = 0;  // handlers started and not yet reported back
-  std::unordered_map<std::int32_t, std::unique_ptr<Stream>> streams_;
+  std::vector<std::unique_ptr<Stream>> streams_;  // every stream object: open ones, then `spare_` of them
+  std::size_t spare_ = 0;
+  std::size_t open() const noexcept { return streams_.size() - spare_; }
   std::deque<Stream*> waiting_;  // requests ended, no slot yet
   std::mutex done_lock_;
   std::vector<Stream*> done_;  // handlers finished (from their tasks)
@@ -150,10 +196,8 @@ int Connection::on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, v
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
   try {
     c.served_ = true;
-    auto s = std::make_unique<Stream>();
-    s->id = frame->hd.stream_id;
-    nghttp2_session_set_stream_user_data(c.session_, s->id, s.get());
-    c.streams_.emplace(s->id, std::move(s));
+    Stream& s = c.open_stream(frame->hd.stream_id);
+    nghttp2_session_set_stream_user_data(c.session_, s.id, &s);
   } catch (const std::bad_alloc&) {
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // RST_STREAM for this one
   }
@@ -174,14 +218,15 @@ int Connection::on_header(nghttp2_session*, const nghttp2_frame* frame, const st
   s->field_bytes += namelen + valuelen + 32;
   if (s->field_bytes > c.server_.options().max_head) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   try {
-    if (name == ":method") {
-      s->method = value;
+    if (name.empty() || name[0] != ':') {
+      s->fields.push_back(s->keep(name, value));
+      if (name == "host") s->has_host = true;
+    } else if (name == ":method") {
+      s->method = s->keep({}, value);
     } else if (name == ":path") {
-      s->path = value;
+      s->path = s->keep({}, value);
     } else if (name == ":authority") {
-      s->authority = value;
-    } else if (!name.empty() && name[0] != ':') {
-      s->fields.emplace_back(name, value);
+      s->authority = s->keep({}, value);
     }
   } catch (const std::bad_alloc&) {
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -232,7 +277,7 @@ int Connection::on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t
   if (s == nullptr) return 0;
   s->closed = true;
   if (s->handler_live) {
-    s->scope.cancel();  // a reset: the handler stops at its next checkpoint; finished() frees it
+    s->scope->cancel();  // a reset: the handler stops at its next checkpoint; finished() frees it
   } else {
     std::erase(c.waiting_, s);
     c.forget(*s);
@@ -248,6 +293,27 @@ ssize_t Connection::read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf,
   s.sent += n;
   if (s.sent == s.res.body.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
   return static_cast<ssize_t>(n);
+}
+
+Stream& Connection::open_stream(std::int32_t id) {
+  if (spare_ == 0) {
+    streams_.push_back(std::make_unique<Stream>());
+  } else {
+    --spare_;
+  }
+  Stream& s = *streams_[open() - 1];
+  s.slot = open() - 1;
+  s.open(id);
+  return s;
+}
+
+void Connection::forget(Stream& s) {
+  // Swapped with the last open one, and then the first spare.
+  const std::size_t last = open() - 1;
+  std::swap(streams_[s.slot], streams_[last]);
+  streams_[s.slot]->slot = s.slot;
+  s.slot = last;
+  ++spare_;
 }
 
 void Connection::request_ended(Stream& s) {
@@ -266,6 +332,25 @@ void Connection::request_ended(Stream& s) {
   // have not yet ended hold their slots. Go's server, which does not
   // refuse, queues up to 4x and then sends GOAWAY ENHANCE_YOUR_CALM.
   waiting_.push_back(&s);
+}
+
+void Connection::run_waiting() {
+  // A void handler has no checkpoint, so a task of its own would buy it
+  // nothing but a second worker, and would cost a spawn, a hand-back and a
+  // write per stream: it runs here, in the order the requests ended, and
+  // the answers to one read's requests leave in one write (docs/http2.md).
+  while (!waiting_.empty()) {
+    Stream& s = *waiting_.front();
+    waiting_.pop_front();
+    try {
+      const http::Request req(s.head, s.body);
+      handler_.call(handler_.self, req, s.res);
+    } catch (...) {
+      s.fault = std::current_exception();
+      if (is_cancellation(s.fault)) throw;
+    }
+    respond(s);
+  }
 }
 
 Task<void> Connection::start_waiting(TaskSet& set) {
@@ -288,11 +373,7 @@ Task<void> Connection::start_waiting(TaskSet& set) {
 Task<void> Connection::handle(Stream& s) {
   try {
     const http::Request req(s.head, s.body);
-    if (handler_.call != nullptr) {
-      handler_.call(handler_.self, req, s.res);
-    } else {
-      (void)co_await s.scope.run(handler_.call_async(handler_.self, req, s.res));
-    }
+    (void)co_await s.scope->run(handler_.call_async(handler_.self, req, s.res));
   } catch (...) {
     std::exception_ptr e = std::current_exception();
     if (is_cancellation(e)) throw;  // the connection is going: nobody waits for this stream
@@ -341,7 +422,7 @@ void Connection::respond(Stream& s) {
   const bool bodyless = s.res.status == 204 || s.res.status == 304;
   if (!bodyless) nva.push_back(nv(kLength, length));
   for (const auto& [n, v] : fields) nva.push_back(nv(n, v));
-  const bool send_body = !bodyless && s.method != "HEAD" && !s.res.body.empty();
+  const bool send_body = !bodyless && s.value(s.method) != "HEAD" && !s.res.body.empty();
   nghttp2_data_provider provider{};
   provider.source.ptr = &s;
   provider.read_callback = &Connection::read_body;
@@ -375,18 +456,19 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
   };
   if (nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings)) != 0) throw std::bad_alloc();
   std::string in = std::move(preread);
+  std::vector<Stream*> done;  // swapped with done_, so that neither allocates per turn
+  const std::chrono::milliseconds stream_idle = conn_.idle_timeout();
   for (;;) {
     if (!in.empty()) {
       const ssize_t n =
           nghttp2_session_mem_recv(session_, reinterpret_cast<const std::uint8_t*>(in.data()), in.size());
-      std::string().swap(in);
+      in.clear();
       // A protocol error: nghttp2 has queued GOAWAY; send it and end.
       if (n < 0) {
         co_await flush();
         break;
       }
     }
-    std::vector<Stream*> done;
     {
       const std::lock_guard<std::mutex> hold(done_lock_);
       done.swap(done_);
@@ -400,20 +482,38 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
         respond(*s);
       }
     }
-    co_await start_waiting(set);
+    done.clear();
+    if (!waiting_.empty()) {
+      if (handler_.call != nullptr) {
+        run_waiting();
+      } else {
+        co_await start_waiting(set);
+      }
+    }
     co_await flush();
     if (nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0) break;
     // A connection with no open stream may stay silent for the header
     // timeout before its first request and the idle timeout after it;
     // then it ends with GOAWAY (NO_ERROR). One with streams waits on them.
     const std::chrono::milliseconds limit = served_ ? o.idle_timeout : o.header_timeout;
-    // The deadline's timer only while no stream is open: not one per turn
-    // of a busy connection.
     std::size_t woke = 0;  // the case: readable, a handler done, the deadline
-    if (streams_.empty()) {
+    if (open() == 0) {
+      // No handler is running (a reset stream stays open until its handler
+      // ends), so only the client can wake it. Idle: it holds no buffer and
+      // no stream object, and the deadline is the stream's own, whose
+      // timer exists only if the wait has to wait.
+      streams_.clear();
+      spare_ = 0;
+      std::string().swap(in);
       std::string().swap(out_);
-      const auto r = co_await select(conn_.readable_case(), on_notify(done_notify_), on_timeout(limit));
-      woke = r.index();
+      std::vector<Stream*>().swap(done);
+      conn_.set_idle_timeout(limit);
+      try {
+        co_await conn_.wait_readable();
+      } catch (const net::IdleTimeout&) {
+        woke = 2;
+      }
+      conn_.set_idle_timeout(stream_idle);
     } else {
       const auto r = co_await select(conn_.readable_case(), on_notify(done_notify_));
       woke = r.index();
