@@ -38,6 +38,15 @@ std::string_view date_line() noexcept {
   return {cache.text, static_cast<std::size_t>(cache.size)};
 }
 
+}  // namespace
+
+std::string_view http_date() noexcept {
+  const std::string_view line = date_line();  // "Date: " value CRLF
+  return line.substr(6, line.size() - 8);
+}
+
+namespace {
+
 void append_number(std::string& out, std::size_t n) {
   char digits[24];
   const auto r = std::to_chars(digits, digits + sizeof digits, n);

@@ -8,6 +8,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -18,10 +19,11 @@
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
+#include <optional>
 #include <vector>
 
 #include "shoal/channel/select.hpp"
+#include "shoal/net/connections.hpp"
 #include "shoal/runtime/errors.hpp"
 #include "shoal/scope/cancel_scope.hpp"
 #include "shoal/scope/task_set.hpp"
@@ -34,12 +36,55 @@ namespace {
 /// into memory anyway (up to max_body), so one round trip's worth.
 constexpr std::int32_t kInitialWindow = 1 << 20;
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+/// The flood limits (docs/http2.md has why each, and what it ends with).
+/// RST_STREAM frames from the client: a burst, then so many a second
+/// (nghttp2's own defaults; its bucket, set looser, stays as a backstop).
+constexpr double kResetBurst = 1000, kResetRate = 33;
+/// Empty DATA frames that do not end their stream: they move nothing and
+/// cost a frame's work each (CVE-2019-9518).
+constexpr double kEmptyBurst = 1000, kEmptyRate = 100;
+/// CONTINUATION frames after one HEADERS (nghttp2's default).
+constexpr std::size_t kMaxContinuations = 8;
+/// SETTINGS and PING acknowledgements queued and not yet written.
+constexpr std::size_t kMaxOutboundAcks = 1000;
+
+/// A token bucket: `burst` at once, refilled at `rate` a second.
+class Bucket {
+ public:
+  Bucket(double burst, double rate) noexcept : tokens_(burst), burst_(burst), rate_(rate) {}
+  /// Takes a token; false if there is none.
+  bool take() noexcept {
+    const auto t = std::chrono::steady_clock::now();
+    tokens_ = std::min(burst_, tokens_ + std::chrono::duration<double>(t - last_).count() * rate_);
+    last_ = t;
+    if (tokens_ < 1) return false;
+    tokens_ -= 1;
+    return true;
   }
-  return out;
+
+ private:
+  double tokens_, burst_, rate_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+/// A GOAWAY frame (RFC 9113 §6.8), written without the session: after a
+/// fatal error nghttp2's session may not be used again.
+std::string goaway_frame(std::int32_t last_stream, std::uint32_t code, std::string_view debug) {
+  std::string f;
+  const std::size_t n = 8 + debug.size();
+  const auto put32 = [&f](std::uint32_t v) {
+    for (int shift = 24; shift >= 0; shift -= 8) f.push_back(static_cast<char>((v >> shift) & 0xff));
+  };
+  f.push_back(static_cast<char>(n >> 16));
+  f.push_back(static_cast<char>(n >> 8));
+  f.push_back(static_cast<char>(n));
+  f.push_back(static_cast<char>(NGHTTP2_GOAWAY));
+  f.push_back(0);
+  put32(0);
+  put32(static_cast<std::uint32_t>(std::max(last_stream, 0)));
+  put32(code);
+  f.append(debug);
+  return f;
 }
 
 /// A buffer kept for the next stream only up to this: one large body does
@@ -67,6 +112,7 @@ struct Stream {
   std::size_t sent = 0;              // bytes of res.body handed to nghttp2
   std::optional<CancelScope> scope;  // a peer's RST_STREAM cancels the handler
   std::exception_ptr fault;
+  std::int64_t started = -1;  // when its handler started (steady clock ticks), if counted
   bool handler_live = false;
   bool closed = false;  // nghttp2 closed the stream (reset, or answered)
 
@@ -86,6 +132,7 @@ struct Stream {
     sent = 0;
     scope.emplace();
     fault = nullptr;
+    started = -1;
     handler_live = false;
     closed = false;
   }
@@ -119,7 +166,8 @@ class Connection {
       : server_(server),
         conn_(conn),
         handler_(handler),
-        limit_(std::max<std::size_t>(1, server.options().max_concurrent_streams)) {
+        limit_(std::max<std::size_t>(1, server.options().max_concurrent_streams)),
+        entry_(server.connections(), conn.native_handle()) {
     nghttp2_session_callbacks* cbs = nullptr;
     nghttp2_option* opt = nullptr;
     if (nghttp2_session_callbacks_new(&cbs) != 0 || nghttp2_option_new(&opt) != 0) {
@@ -134,6 +182,10 @@ class Connection {
     // Windows reopen as the connection takes the data (flow control by
     // consumption), not as nghttp2 parses it.
     nghttp2_option_set_no_auto_window_update(opt, 1);
+    nghttp2_option_set_max_continuations(opt, kMaxContinuations);
+    nghttp2_option_set_max_outbound_ack(opt, kMaxOutboundAcks);
+    nghttp2_option_set_stream_reset_rate_limit(opt, static_cast<std::uint64_t>(2 * kResetBurst),
+                                               static_cast<std::uint64_t>(2 * kResetRate));
     const int rv = nghttp2_session_server_new2(&session_, cbs, this, opt);
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cbs);
@@ -165,6 +217,10 @@ class Connection {
 
   void request_ended(Stream& s);
   void run_waiting();
+  /// Now, for ServerOptions::stats' handler times; -1 when nothing counts.
+  std::int64_t handler_started() const noexcept {
+    return server_.options().stats != nullptr ? std::chrono::steady_clock::now().time_since_epoch().count() : -1;
+  }
   Task<void> start_waiting(TaskSet& set);
   Task<void> handle(Stream& s);
   void finished(Stream& s);
@@ -172,6 +228,20 @@ class Connection {
   Stream& open_stream(std::int32_t id);
   void forget(Stream& s);
   Task<void> flush();
+  Task<void> end_with(int error);
+  /// The graceful shutdown's GOAWAY (NO_ERROR): the streams opened so far
+  /// are answered, later ones are not processed (the client may retry them
+  /// elsewhere).
+  void go_away() noexcept {
+    going_away_ = true;
+    (void)nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(session_),
+                                NGHTTP2_NO_ERROR, nullptr, 0);
+  }
+  /// A flood limit was passed: the connection ends with ENHANCE_YOUR_CALM.
+  int calm(const char* why) noexcept {
+    calm_ = why;
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
 
   http::Server& server_;
   shoal::detail::ByteStreamRef conn_;
@@ -187,8 +257,15 @@ class Connection {
   std::vector<Stream*> done_;  // handlers finished (from their tasks)
   Notify done_notify_;
   std::string out_;
+  std::string nv_text_;  // a response's field names and values (respond)
+  std::vector<nghttp2_nv> nva_;
   std::exception_ptr first_fault_;
   bool served_ = false;  // a request came (the idle timeout applies, not the header one)
+  net::Connections::Entry entry_;  // the graceful shutdown's reach
+  bool going_away_ = false;       // GOAWAY submitted: the open streams finish, no new one starts
+  Bucket resets_{kResetBurst, kResetRate};
+  Bucket empty_frames_{kEmptyBurst, kEmptyRate};
+  const char* calm_ = nullptr;  // why the connection ends with ENHANCE_YOUR_CALM
 };
 
 int Connection::on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* user) noexcept {
@@ -257,6 +334,13 @@ int Connection::on_data(nghttp2_session*, std::uint8_t, std::int32_t id, const s
 
 int Connection::on_frame(nghttp2_session*, const nghttp2_frame* frame, void* user) noexcept {
   Connection& c = of(user);
+  if (frame->hd.type == NGHTTP2_RST_STREAM && !c.resets_.take()) {
+    return c.calm("the client reset streams faster than the stream reset rate limit (1000, then 33 a second)");
+  }
+  if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0 &&
+      !c.empty_frames_.take()) {
+    return c.calm("the client sent empty frames faster than the empty frames limit (1000, then 100 a second)");
+  }
   if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
       (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0) {
     return 0;
@@ -342,6 +426,7 @@ void Connection::run_waiting() {
   while (!waiting_.empty()) {
     Stream& s = *waiting_.front();
     waiting_.pop_front();
+    s.started = handler_started();
     try {
       const http::Request req(s.head, s.body);
       handler_.call(handler_.self, req, s.res);
@@ -359,6 +444,7 @@ Task<void> Connection::start_waiting(TaskSet& set) {
   while (!waiting_.empty() && running_ < limit_) {
     Stream* s = waiting_.front();
     waiting_.pop_front();
+    s->started = handler_started();
     s->handler_live = true;
     ++running_;
     const SpawnStatus st = co_await set.spawn([this, s]() -> Task<void> { return handle(*s); });
@@ -391,45 +477,63 @@ void Connection::finished(Stream& s) {
 }
 
 void Connection::respond(Stream& s) {
+  if (!s.fault && (s.res.status < 200 || s.res.status > 999)) {
+    s.fault = std::make_exception_ptr(std::invalid_argument(
+        "shoal::http2: response status " + std::to_string(s.res.status) + " is not a final status (200..999)"));
+  }
   if (s.fault) {
     if (!first_fault_) first_fault_ = s.fault;
     s.res.reset();
     s.res.status = 500;
     s.res.body = "the handler failed\n";
   }
-  const std::string status = std::to_string(s.res.status);
-  const std::string length = std::to_string(s.res.body.size());
-  std::vector<std::pair<std::string, std::string>> fields;
+  const bool bodyless = s.res.status == 204 || s.res.status == 304;
+  // Every name and value into one buffer, reserved first so that the
+  // views nghttp2 gets stay put; nghttp2 copies them.
   std::string_view lines = s.res.header_lines();
+  const std::string_view date = http::http_date();
+  nv_text_.clear();
+  nv_text_.reserve(lines.size() + date.size() + 64);
+  nva_.clear();
+  const auto add = [this](std::string_view name, std::string_view value) {
+    const std::size_t at = nv_text_.size();
+    nv_text_.append(name).append(value);
+    auto* p = reinterpret_cast<std::uint8_t*>(nv_text_.data() + at);
+    nva_.push_back(nghttp2_nv{p, p + name.size(), name.size(), value.size(), NGHTTP2_NV_FLAG_NONE});
+  };
+  const auto number = [](char (&digits)[24], std::size_t n) {
+    return std::string_view(digits, static_cast<std::size_t>(std::to_chars(digits, digits + 24, n).ptr - digits));
+  };
+  char status[24], length[24];
+  add(":status", number(status, static_cast<std::size_t>(s.res.status)));
+  add("date", date);
+  if (!bodyless) add("content-length", number(length, s.res.body.size()));
   while (!lines.empty()) {  // "Name: value\r\n", validated by set_header
     const std::size_t end = lines.find("\r\n");
     const std::string_view line = lines.substr(0, end);
     const std::size_t colon = line.find(':');
     std::string_view value = line.substr(colon + 1);
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-    fields.emplace_back(lower(line.substr(0, colon)), std::string(value));
+    const std::size_t at = nv_text_.size();
+    add(line.substr(0, colon), value);
+    for (std::size_t i = at; i < at + colon; ++i) {  // HTTP/2 field names are lowercase (RFC 9113 §8.2.1)
+      if (nv_text_[i] >= 'A' && nv_text_[i] <= 'Z') nv_text_[i] = static_cast<char>(nv_text_[i] - 'A' + 'a');
+    }
     lines.remove_prefix(end == std::string_view::npos ? lines.size() : end + 2);
   }
-  auto nv = [](const std::string& n, const std::string& v) {
-    return nghttp2_nv{reinterpret_cast<std::uint8_t*>(const_cast<char*>(n.data())),
-                      reinterpret_cast<std::uint8_t*>(const_cast<char*>(v.data())), n.size(), v.size(),
-                      NGHTTP2_NV_FLAG_NONE};
-  };
-  static const std::string kStatus = ":status", kLength = "content-length";
-  std::vector<nghttp2_nv> nva;
-  nva.reserve(fields.size() + 2);
-  nva.push_back(nv(kStatus, status));
-  const bool bodyless = s.res.status == 204 || s.res.status == 304;
-  if (!bodyless) nva.push_back(nv(kLength, length));
-  for (const auto& [n, v] : fields) nva.push_back(nv(n, v));
   const bool send_body = !bodyless && s.value(s.method) != "HEAD" && !s.res.body.empty();
   nghttp2_data_provider provider{};
   provider.source.ptr = &s;
   provider.read_callback = &Connection::read_body;
-  // nghttp2 copies the fields; the body is read from the stream as the
-  // windows allow, and the stream stays until nghttp2 closes it.
-  if (nghttp2_submit_response(session_, s.id, nva.data(), nva.size(), send_body ? &provider : nullptr) != 0) {
+  // The body is read from the stream as the windows allow, and the stream
+  // stays until nghttp2 closes it.
+  if (nghttp2_submit_response(session_, s.id, nva_.data(), nva_.size(), send_body ? &provider : nullptr) != 0) {
     (void)nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_INTERNAL_ERROR);
+  }
+  if (http::ServerStats* stats = server_.options().stats) {
+    const std::int64_t took =
+        s.started < 0 ? -1 : std::chrono::steady_clock::now().time_since_epoch().count() - s.started;
+    stats->response(s.res.status, s.field_bytes + s.body.size(), send_body ? s.res.body.size() : 0, took);
   }
 }
 
@@ -446,6 +550,28 @@ Task<void> Connection::flush() {
   out_.clear();
 }
 
+/// After a fatal error from nghttp2 (a protocol error it has answered
+/// itself is not one): a GOAWAY naming what was wrong, then the end.
+Task<void> Connection::end_with(int error) {
+  std::uint32_t code = NGHTTP2_ENHANCE_YOUR_CALM;
+  std::string why;
+  if (calm_ != nullptr) {
+    why = calm_;
+  } else if (error == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS) {
+    why = "a header block came in more than 8 CONTINUATION frames (the CONTINUATION limit)";
+  } else if (error == NGHTTP2_ERR_FLOODED) {
+    why = "the client let more than 1000 SETTINGS and PING acknowledgements queue (the outbound ACK limit)";
+  } else if (error == NGHTTP2_ERR_NOMEM || error == NGHTTP2_ERR_CALLBACK_FAILURE) {
+    code = NGHTTP2_INTERNAL_ERROR;
+    why = "the server ran out of memory";
+  } else {
+    code = NGHTTP2_PROTOCOL_ERROR;
+    why = nghttp2_strerror(error);
+  }
+  out_ = goaway_frame(nghttp2_session_get_last_proc_stream_id(session_), code, "shoal::http2: " + why);
+  co_await conn_.write_all(out_);
+}
+
 Task<void> Connection::run(TaskSet& set, std::string preread) {
   const http::ServerOptions& o = server_.options();
   const nghttp2_settings_entry settings[] = {
@@ -455,17 +581,19 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
   };
   if (nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings)) != 0) throw std::bad_alloc();
+  // A shutdown wakes the loop as a finished handler does.
+  entry_.notify_on_shutdown(done_notify_);
   std::string in = std::move(preread);
   std::vector<Stream*> done;  // swapped with done_, so that neither allocates per turn
   const std::chrono::milliseconds stream_idle = conn_.idle_timeout();
+  bool client_gone = false;
   for (;;) {
     if (!in.empty()) {
       const ssize_t n =
           nghttp2_session_mem_recv(session_, reinterpret_cast<const std::uint8_t*>(in.data()), in.size());
       in.clear();
-      // A protocol error: nghttp2 has queued GOAWAY; send it and end.
       if (n < 0) {
-        co_await flush();
+        co_await end_with(static_cast<int>(n));
         break;
       }
     }
@@ -490,8 +618,10 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
         co_await start_waiting(set);
       }
     }
+    if (!going_away_ && server_.shutting_down()) go_away();
     co_await flush();
     if (nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0) break;
+    if (going_away_ && open() == 0) break;  // GOAWAY is out and every stream it let finish has
     // A connection with no open stream may stay silent for the header
     // timeout before its first request and the idle timeout after it;
     // then it ends with GOAWAY (NO_ERROR). One with streams waits on them.
@@ -507,6 +637,10 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
       std::string().swap(in);
       std::string().swap(out_);
       std::vector<Stream*>().swap(done);
+      if (!entry_.go_idle()) {
+        go_away();  // the shutdown began as the last stream ended
+        continue;
+      }
       conn_.set_idle_timeout(limit);
       try {
         co_await conn_.wait_readable();
@@ -514,6 +648,10 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
         woke = 2;
       }
       conn_.set_idle_timeout(stream_idle);
+      if (!entry_.go_busy()) {
+        go_away();  // the shutdown shut the read side: nothing more is read
+        continue;
+      }
     } else {
       const auto r = co_await select(conn_.readable_case(), on_notify(done_notify_));
       woke = r.index();
@@ -525,11 +663,19 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
       // taken it: an idle connection holds no buffer.
       in.resize(16384);
       const std::size_t n = co_await conn_.read_some(std::as_writable_bytes(std::span(in)));
-      if (n == 0) break;  // the client is gone: its streams' tasks are cancelled below
+      if (n == 0) {
+        client_gone = true;  // its streams' tasks are cancelled below
+        break;
+      }
       in.resize(n);
     }
   }
   set.cancel();
+  // The server ends it (a GOAWAY is out): the client may still be sending
+  // (mid-flood, or a request that crossed the GOAWAY), and a close with its
+  // bytes unread would reset the connection, which can destroy our last
+  // frames in its buffers before it reads them.
+  if (!client_gone) co_await conn_.linger_close(std::chrono::milliseconds(2000));
 }
 
 }  // namespace

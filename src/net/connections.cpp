@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "shoal/net/serve.hpp"
+#include "shoal/sync/event.hpp"
 
 namespace shoal::net {
 
@@ -16,7 +17,11 @@ void Connections::shutdown() noexcept {
   std::lock_guard lock(mu_);
   for (Entry* e = entries_.front(); e != nullptr; e = entries_.next(e)) {
     auto expected = Entry::State::idle;
-    if (e->state_.compare_exchange_strong(expected, Entry::State::closing)) ::shutdown(e->fd_, SHUT_RD);
+    if (e->state_.compare_exchange_strong(expected, Entry::State::closing)) {
+      ::shutdown(e->fd_, SHUT_RD);
+    } else if (expected == Entry::State::busy && e->notify_ != nullptr) {
+      e->notify_->notify_one();
+    }
   }
 }
 
@@ -44,6 +49,12 @@ bool Connections::Entry::go_idle() noexcept {
   auto expected = State::idle;
   state_.compare_exchange_strong(expected, State::closing);
   return false;
+}
+
+void Connections::Entry::notify_on_shutdown(Notify& n) noexcept {
+  std::lock_guard lock(set_.mu_);
+  notify_ = &n;
+  if (set_.down_.load(std::memory_order_seq_cst)) n.notify_one();
 }
 
 bool Connections::Entry::go_busy() noexcept {

@@ -54,6 +54,8 @@ SHOAL_TEST(Http2Clients, CurlWithPriorKnowledgeGetsTheHandlersAnswerOverHttp2) {
     EXPECT_TRUE(r.status.success()) << r.status.to_string() << ": " << r.err;
     EXPECT_TRUE(r.out.starts_with("HTTP/2 200 \r\n")) << r.out;
     EXPECT_NE(r.out.find("content-length: 15\r\n"), std::string::npos) << r.out;
+    const std::size_t date = r.out.find("\r\ndate: ");
+    EXPECT_TRUE(date != std::string::npos && r.out.find(" GMT\r\n", date) != std::string::npos) << r.out;
     EXPECT_NE(r.out.find("x-host: " + addr + "\r\n"), std::string::npos) << r.out;  // :authority as Host
     EXPECT_TRUE(r.out.ends_with("\r\n\r\nGET /hello?x=1 ")) << r.out;
   });

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "shoal/http.hpp"
+#include "http2/h2_frames.hpp"
 #include "http2/h2_support.hpp"
 #include "shoal/http2/server.hpp"
 #include "shoal/scope/cancel_scope.hpp"
@@ -20,130 +21,11 @@ using namespace std::chrono_literals;
 using shoal::Task;
 using shoal::net::Address;
 using shoal::test::with_h2_server;
+using namespace shoal::test::h2;
 namespace http = shoal::http;
 namespace http2 = shoal::http2;
 
 SHOAL_TEST_SUITE(Http2Server);
-
-enum : std::uint8_t { kData = 0, kHeaders = 1, kRstStream = 3, kSettings = 4, kPing = 6, kGoaway = 7 };
-enum : std::uint8_t { kEndStream = 1, kEndHeaders = 4 };
-constexpr std::uint32_t kRefusedStream = 7, kCancel = 8;
-
-void put32(std::string& out, std::uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
-}
-
-std::string frame(std::uint8_t type, std::uint8_t flags, std::uint32_t stream, const std::string& payload) {
-  std::string f;
-  const auto n = static_cast<std::uint32_t>(payload.size());
-  f.push_back(static_cast<char>(n >> 16));
-  f.push_back(static_cast<char>(n >> 8));
-  f.push_back(static_cast<char>(n));
-  f.push_back(static_cast<char>(type));
-  f.push_back(static_cast<char>(flags));
-  put32(f, stream);
-  return f + payload;
-}
-
-/// A GET of `path` as one HEADERS frame that ends the stream (HPACK:
-/// :method GET and :scheme http from the static table, :path and
-/// :authority as literals without indexing).
-std::string get(std::uint32_t stream, const std::string& path) {
-  std::string block = "\x82\x86";
-  block += '\x04';  // literal, name = static entry 4 (:path)
-  block += static_cast<char>(path.size());
-  block += path;
-  block += '\x01';  // literal, name = static entry 1 (:authority)
-  block += '\x09';
-  block += "localhost";
-  return frame(kHeaders, kEndStream | kEndHeaders, stream, block);
-}
-
-/// An HPACK string length (RFC 7541 §5.1: a 7-bit prefix, no Huffman).
-std::string hpack_length(std::size_t n) {
-  std::string out;
-  if (n < 127) return std::string(1, static_cast<char>(n));
-  out += '\x7f';
-  for (n -= 127; n >= 128; n >>= 7) out += static_cast<char>((n & 0x7f) | 0x80);
-  return out + static_cast<char>(n);
-}
-
-/// A GET of / with one more header field, `name: value` (a literal
-/// without indexing, new name).
-std::string get_with_field(std::uint32_t stream, const std::string& name, const std::string& value) {
-  std::string block = "\x82\x86\x84";  // GET, http, /
-  block += "\x01\x09localhost";       // :authority
-  block += '\x00';
-  block += hpack_length(name.size()) + name + hpack_length(value.size()) + value;
-  return frame(kHeaders, kEndStream | kEndHeaders, stream, block);
-}
-
-std::string rst_stream(std::uint32_t stream, std::uint32_t code) {
-  std::string payload;
-  put32(payload, code);
-  return frame(kRstStream, 0, stream, payload);
-}
-
-struct Frame {
-  std::uint8_t type = 0, flags = 0;
-  std::uint32_t stream = 0;
-  std::string payload;
-  std::uint32_t u32(std::size_t at) const {
-    std::uint32_t v = 0;
-    for (std::size_t i = 0; i < 4; ++i) v = v << 8 | static_cast<unsigned char>(payload[at + i]);
-    return v;
-  }
-};
-
-/// A raw HTTP/2 client connection.
-struct Client {
-  shoal::net::Stream conn;
-  std::string in;
-
-  static Task<Client> open(const std::string& addr) {
-    shoal::net::Stream conn = co_await shoal::net::connect(Address::parse(addr));
-    Client c{std::move(conn), {}};
-    co_await c.conn.write_all(std::string(http2::kClientPreface) + frame(kSettings, 0, 0, ""));
-    co_return c;
-  }
-  Task<void> send(const std::string& bytes) { co_await conn.write_all(bytes); }
-  /// The next frame, or empty at the end of the stream.
-  Task<std::optional<Frame>> next() {
-    auto need = [&](std::size_t n) -> Task<bool> {
-      char buf[16384];
-      while (in.size() < n) {
-        const std::size_t got = co_await conn.read_some(std::as_writable_bytes(std::span(buf)));
-        if (got == 0) co_return false;
-        in.append(buf, got);
-      }
-      co_return true;
-    };
-    if (!co_await need(9)) co_return std::nullopt;
-    const auto b = [&](std::size_t i) { return static_cast<std::uint32_t>(static_cast<unsigned char>(in[i])); };
-    const std::size_t len = b(0) << 16 | b(1) << 8 | b(2);
-    if (!co_await need(9 + len)) co_return std::nullopt;
-    Frame f{static_cast<std::uint8_t>(b(3)), static_cast<std::uint8_t>(b(4)),
-            (b(5) << 24 | b(6) << 16 | b(7) << 8 | b(8)) & 0x7fffffffu, in.substr(9, len)};
-    in.erase(0, 9 + len);
-    co_return f;
-  }
-  /// How the server ends `stream`: its first HEADERS (an answer) or
-  /// RST_STREAM frame; empty if the connection ends first.
-  Task<std::optional<Frame>> outcome(std::uint32_t stream) {
-    for (;;) {
-      std::optional<Frame> f = co_await next();
-      if (!f || (f->stream == stream && (f->type == kHeaders || f->type == kRstStream))) co_return f;
-    }
-  }
-  /// Frames until one of `type` (on `stream`, if given); empty if the
-  /// connection ends first.
-  Task<std::optional<Frame>> until(std::uint8_t type, std::optional<std::uint32_t> stream = std::nullopt) {
-    for (;;) {
-      std::optional<Frame> f = co_await next();
-      if (!f || (f->type == type && (!stream || f->stream == *stream))) co_return f;
-    }
-  }
-};
 
 /// /hang waits until cancelled (saying when it started and when it was
 /// cancelled); anything else answers "ok".
@@ -265,6 +147,94 @@ SHOAL_TEST(Http2Server, AResetStreamsHandlerThatHasNotEndedKeepsItsSlot) {
     const std::optional<Frame> answer = co_await c.until(kHeaders, 3);
     EXPECT_TRUE(answer.has_value()) << "stream 3 was not answered once the slot came free";
     EXPECT_FALSE(ran_beside.load()) << "a handler started while a reset stream's handler held the only slot";
+  });
+}
+
+/// /slow answers "done" once `release` is set; anything else "ok".
+struct Slow {
+  shoal::Event* started;
+  shoal::Event* release;
+  Task<void> operator()(const http::Request& req, http::Response& res) const {
+    if (req.target() == "/slow") {
+      started->set();
+      co_await release->wait();
+      res.body = "done";
+      co_return;
+    }
+    res.body = "ok";
+  }
+};
+
+SHOAL_TEST(Http2Server, AGracefulShutdownSendsGoawayAtOnceAndFinishesTheStreamsItLetIn) {
+  shoal::Event started, release;
+  co_await with_h2_server({}, Slow{&started, &release}, [&](std::string addr, http::Server& server) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(get(1, "/slow"));
+    co_await started.wait();
+    server.shutdown();  // stream 1's handler still runs
+    std::optional<Frame> goaway;
+    const bool in_time = co_await shoal::move_on_after(30s, [&]() -> Task<void> { goaway = co_await c.until(kGoaway); }());
+    EXPECT_TRUE(in_time && goaway.has_value()) << "no GOAWAY while the stream ran";
+    if (goaway) {
+      EXPECT_EQ(goaway->u32(0), 1u) << "the last stream GOAWAY lets finish";
+      EXPECT_EQ(goaway->u32(4), kNoError);
+    }
+    co_await c.send(get(3, "/"));  // past the GOAWAY's last stream: not processed
+    release.set();
+    bool answered_1 = false, answered_3 = false;
+    while (std::optional<Frame> f = co_await c.next()) {
+      if (f->type == kHeaders && f->stream == 1) answered_1 = true;
+      if (f->type == kHeaders && f->stream == 3) answered_3 = true;
+    }
+    EXPECT_TRUE(answered_1) << "the stream in flight was not finished";
+    EXPECT_FALSE(answered_3) << "a stream opened after GOAWAY was processed";
+  });
+}
+
+SHOAL_TEST(Http2Server, AGracefulShutdownClosesAnIdleConnectionWithGoaway) {
+  co_await with_h2_server({}, Slow{nullptr, nullptr}, [&](std::string addr, http::Server& server) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(get(1, "/"));
+    EXPECT_TRUE((co_await c.until(kHeaders, 1)).has_value());
+    server.shutdown();
+    const std::optional<Frame> goaway = co_await c.until(kGoaway);
+    EXPECT_TRUE(goaway.has_value()) << "the idle connection closed without GOAWAY";
+    if (goaway) {
+      EXPECT_EQ(goaway->u32(4), kNoError);
+    }
+    EXPECT_FALSE((co_await c.next()).has_value()) << "the idle connection stayed open";
+  });
+}
+
+/// /big answers a mebibyte; anything else "ok". A plain function: the
+/// handlers that run on the connection's task.
+void big_or_ok(const http::Request& req, http::Response& res) {
+  res.body = req.target() == "/big" ? std::string(1 << 20, 'b') : "ok";
+}
+
+SHOAL_TEST(Http2Server, AStreamItsClientDoesNotReadDoesNotStallTheOthers) {
+  co_await with_h2_server({}, big_or_ok, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    std::string window;  // every stream may be sent 100 bytes until the client says more
+    window += std::string("\x00\x04", 2);
+    put32(window, 100);
+    co_await c.send(frame(kSettings, 0, 0, window) + get(1, "/big"));
+    std::size_t big_bytes = 0;
+    bool ok_done = false;
+    for (std::uint32_t id = 3; id < 3 + 2 * 20; id += 2) {  // twenty small streams beside the stalled one
+      co_await c.send(get(id, "/"));
+      ok_done = false;
+      while (std::optional<Frame> f = co_await c.next()) {
+        if (f->type == kData && f->stream == 1) big_bytes += f->payload.size();
+        if (f->type == kData && f->stream == id && (f->flags & kEndStream) != 0) {
+          ok_done = true;
+          break;
+        }
+      }
+      if (!ok_done) break;
+    }
+    EXPECT_TRUE(ok_done) << "a small stream was not answered beside the stalled one";
+    EXPECT_LE(big_bytes, 100u) << "the server sent past the stalled stream's window";
   });
 }
 

@@ -16,8 +16,10 @@ namespace shoal::test {
 /// Serves h2c with `handler` on 127.0.0.1 while `client(address)` runs.
 /// A handler's failure (answered 500 on its stream, rethrown as the
 /// connection ends) is for the test to check in the answer.
+/// The client may also shut the server down (http::Server::shutdown).
 template <class H>
-Task<void> with_h2_server(http::ServerOptions options, H handler, std::function<Task<void>(std::string)> client) {
+Task<void> with_h2_server(http::ServerOptions options, H handler,
+                          std::function<Task<void>(std::string, http::Server&)> client) {
   auto listener = net::Listener::bind(net::Address::parse("127.0.0.1:0"));
   const std::string addr = listener.local_address().to_string();
   http::Server server(options);
@@ -28,9 +30,15 @@ Task<void> with_h2_server(http::ServerOptions options, H handler, std::function<
       } catch (const std::runtime_error&) {
       }
     }));
-    co_await client(addr);
+    co_await client(addr, server);
     s.cancel();
   });
+}
+
+template <class H>
+Task<void> with_h2_server(http::ServerOptions options, H handler, std::function<Task<void>(std::string)> client) {
+  co_await with_h2_server(options, std::move(handler),
+                          [&client](std::string addr, http::Server&) { return client(std::move(addr)); });
 }
 
 }  // namespace shoal::test

@@ -96,4 +96,9 @@ void append_response(std::string& out, const Response& r, Framing f);
 /// `Connection: close`: how the server answers what it refuses.
 void append_error(std::string& out, int status, std::string_view text);
 
+/// The Date header's value now ("Sun, 06 Nov 1994 08:49:37 GMT", RFC 9110
+/// §5.6.7), formatted once a second per thread; valid until the thread's
+/// next call.
+std::string_view http_date() noexcept;
+
 }  // namespace shoal::http

@@ -8,6 +8,10 @@
 
 #include "shoal/detail/intrusive_list.hpp"
 
+namespace shoal {
+class Notify;
+}
+
 namespace shoal::net {
 
 class ShutdownSignal;
@@ -19,7 +23,8 @@ class ShutdownSignal;
 /// reads or answers one. shutdown() shuts the read side of every idle
 /// connection and claims it (it stays closing), so a request that has begun
 /// is never cut: a busy connection finishes it, then sees shutting_down()
-/// when it goes idle. A connection without requests (a byte pipe) registers
+/// when it goes idle, or at once if it asked to be notified (HTTP/2 tells
+/// its client with GOAWAY while its streams run on). A connection without requests (a byte pipe) registers
 /// idle and stays so: the shutdown reaches it whenever it comes.
 /// Thread-safety: any thread or task; entries on any worker.
 class Connections {
@@ -57,12 +62,18 @@ class Connections {
     /// A request is arriving. False: the shutdown claimed the connection
     /// while it was idle; close.
     bool go_busy() noexcept;
+    /// From now on, a shutdown that finds the connection busy notifies
+    /// `n` (which must outlive the entry), and one that has begun already
+    /// notifies it at once: for a connection that acts on the shutdown
+    /// before its requests end.
+    void notify_on_shutdown(Notify& n) noexcept;
 
    private:
     friend class Connections;
     Connections& set_;
     int fd_;
     std::atomic<State> state_;
+    Notify* notify_ = nullptr;  // guarded by the set's mu_
   };
 
  private:
