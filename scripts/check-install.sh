@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs shoal and builds consumers against it: find_package(shoal)
-# (shoal::shoal, shoal::testing, shoal::tls) and pkg-config (shoal,
-# shoal-tls), then runs them.
+# (shoal::shoal, shoal::testing, shoal::tls, shoal::http2) and pkg-config
+# (shoal, shoal-tls, shoal-http2), then runs them.
 #   scripts/check-install.sh [build dir]         into a scratch prefix (default build/release)
 #   scripts/check-install.sh --deb [build dir]   the Debian package: CPack builds it, dpkg
 #                                                installs it into /usr (root), the consumers
@@ -49,14 +49,15 @@ run() { LD_LIBRARY_PATH=$libdir "$@"; }
 run "$work/consumer/consumer"
 run "$work/consumer/testing_consumer"
 run "$work/consumer/tls_consumer"
-# Only the tls component needs OpenSSL: a consumer that does not ask for it
-# configures where OpenSSL cannot be found.
+run "$work/consumer/http2_consumer"
+# Only the tls component needs OpenSSL, and only http2 libnghttp2 (through
+# pkg-config): a consumer that asks for neither configures without them.
 cmake -S tests/install -B "$work/consumer_no_tls" -G Ninja "${find_args[@]}" -DWITH_TLS=OFF \
-  -DCMAKE_DISABLE_FIND_PACKAGE_OpenSSL=ON >"$work/no_tls.txt" 2>&1 ||
+  -DCMAKE_DISABLE_FIND_PACKAGE_OpenSSL=ON -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON >"$work/no_tls.txt" 2>&1 ||
   { echo "check-install: a consumer without COMPONENTS tls failed without OpenSSL:" >&2; cat "$work/no_tls.txt" >&2; exit 1; }
 cmake --build "$work/consumer_no_tls" >/dev/null
 run "$work/consumer_no_tls/consumer"
-echo "a consumer without COMPONENTS tls configures and runs without OpenSSL"
+echo "a consumer without COMPONENTS tls http2 configures and runs without OpenSSL and pkg-config"
 
 for std in c++20 c++2b; do
   g++ -std=$std tests/install/main.cpp -o "$work/pc_consumer" $(pkg-config --cflags --libs shoal)
@@ -64,6 +65,8 @@ for std in c++20 c++2b; do
 done
 g++ -std=c++20 tests/install/tls_main.cpp -o "$work/pc_tls_consumer" $(pkg-config --cflags --libs shoal-tls)
 run "$work/pc_tls_consumer"
+g++ -std=c++20 tests/install/http2_main.cpp -o "$work/pc_http2_consumer" $(pkg-config --cflags --libs shoal-http2)
+run "$work/pc_http2_consumer"
 if g++ -std=c++17 -fsyntax-only tests/install/main.cpp $(pkg-config --cflags shoal) >"$work/cxx17.txt" 2>&1 ||
     ! grep -q "shoal needs C++20 or later" "$work/cxx17.txt"; then
   echo "check-install: a -std=c++17 build did not stop with shoal's C++20 message:" >&2
@@ -77,7 +80,7 @@ if [[ -e $libdir/libshoal.so ]] && ! [[ -e $libdir/libshoal.a ]]; then
   [[ $soname == libshoal.so.[0-9]*.[0-9]* ]] || { echo "check-install: libshoal.so's soname is '$soname', not libshoal.so.MAJOR.MINOR" >&2; exit 1; }
   run ldd "$work/consumer/consumer" | grep -q "$libdir/$soname" ||
     { echo "check-install: the consumer does not load the installed $soname" >&2; run ldd "$work/consumer/consumer" >&2; exit 1; }
-  for lib in libshoal.so libshoal_tls.so; do
+  for lib in libshoal.so libshoal_tls.so libshoal_http2.so; do
     # shoal's own: its namespace, and any C symbol it prefixes
     foreign=$(nm -D --defined-only -C "$libdir/$lib" | awk '{ $1=""; $2=""; print }' | grep -v 'shoal::' |
       grep -vE '^ *shoal_[a-z_]+$' || true)

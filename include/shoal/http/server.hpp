@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -69,10 +70,11 @@ struct HandlerRef {
   Task<void> (*call_async)(void*, const Request&, Response&) = nullptr;
 };
 
-/// `handler` seen through a HandlerRef (which it must outlive).
+/// `handler` seen through a HandlerRef (which it must outlive). A const
+/// handler is called as const: `self` only carries it.
 template <class H>
 HandlerRef handler_ref(H& handler) noexcept {
-  HandlerRef ref{&handler, nullptr, nullptr};
+  HandlerRef ref{const_cast<void*>(static_cast<const void*>(std::addressof(handler))), nullptr, nullptr};
   if constexpr (std::is_void_v<std::invoke_result_t<H&, const Request&, Response&>>) {
     ref.call = [](void* h, const Request& q, Response& r) { std::invoke(*static_cast<H*>(h), q, r); };
   } else {
