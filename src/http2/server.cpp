@@ -25,6 +25,7 @@
 #include "shoal/channel/select.hpp"
 #include "shoal/net/connections.hpp"
 #include "shoal/runtime/errors.hpp"
+#include "shoal/scope/cancel.hpp"
 #include "shoal/scope/cancel_scope.hpp"
 #include "shoal/scope/task_set.hpp"
 #include "shoal/sync/event.hpp"
@@ -216,6 +217,9 @@ class Connection {
                            std::uint32_t* flags, nghttp2_data_source* src, void* user) noexcept;
 
   void request_ended(Stream& s);
+  /// Answers the streams whose handlers finished (`done`: the swap's
+  /// other side, empty).
+  void take_done(std::vector<Stream*>& done);
   void run_waiting();
   /// Now, for ServerOptions::stats' handler times; -1 when nothing counts.
   std::int64_t handler_started() const noexcept {
@@ -418,6 +422,23 @@ void Connection::request_ended(Stream& s) {
   waiting_.push_back(&s);
 }
 
+void Connection::take_done(std::vector<Stream*>& done) {
+  {
+    const std::lock_guard<std::mutex> hold(done_lock_);
+    done.swap(done_);
+  }
+  for (Stream* s : done) {
+    s->handler_live = false;
+    --running_;
+    if (s->closed) {
+      forget(*s);  // reset while its handler ran
+    } else {
+      respond(*s);
+    }
+  }
+  done.clear();
+}
+
 void Connection::run_waiting() {
   // A void handler has no checkpoint, so a task of its own would buy it
   // nothing but a second worker, and would cost a spawn, a hand-back and a
@@ -597,26 +618,21 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
         break;
       }
     }
-    {
-      const std::lock_guard<std::mutex> hold(done_lock_);
-      done.swap(done_);
-    }
-    for (Stream* s : done) {
-      s->handler_live = false;
-      --running_;
-      if (s->closed) {
-        forget(*s);  // reset while its handler ran
-      } else {
-        respond(*s);
-      }
-    }
-    done.clear();
+    take_done(done);
     if (!waiting_.empty()) {
       if (handler_.call != nullptr) {
         run_waiting();
       } else {
         co_await start_waiting(set);
       }
+    }
+    if (running_ > 0) {
+      // Handlers spawned or woken on this worker wait in its queue behind
+      // this task (a wake runs first): let them run before the write, so
+      // that the answers of those that finish leave in it together rather
+      // than one write each.
+      co_await checkpoint();
+      take_done(done);
     }
     if (!going_away_ && server_.shutting_down()) go_away();
     co_await flush();
