@@ -3,11 +3,17 @@
 // (src/http/server.cpp). Internal.
 #pragma once
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <exception>
 #include <string>
 #include <type_traits>
 
+#include "shoal/detail/raise.hpp"
 #include "shoal/http/server.hpp"
+#include "shoal/scope/cancel.hpp"
 #include "shoal/runtime/errors.hpp"
 #include "shoal/time/sleep.hpp"
 
@@ -138,6 +144,95 @@ Task<Stop> read_body(S& conn, std::string& in, RequestHead& head, std::string& c
   co_return Stop{};
 }
 
+/// TCP_NODELAY on `fd` if it is a TCP socket (else nothing).
+inline void no_delay(int fd) noexcept {
+  const int on = 1;
+  if (fd >= 0) (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+}
+
+/// Response::write over HTTP/1.1: the head at the first write, then each
+/// write's bytes as a chunk (to an HTTP/1.0 client, unframed, and the
+/// connection closes after the body).
+template <class S>
+class ChunkedSink final : public BodySink {
+ public:
+  ChunkedSink(S& conn, std::string& out, const RequestHead& head, const Server& server) noexcept
+      : conn_(conn), out_(out), head_(head), server_(server) {}
+
+  Task<void> write(Response& res, std::string_view chunk) override {
+    // A cancelled write sends nothing (the checkpoint contract).
+    if (this_task::cancellation_requested()) shoal::detail::throw_cancelled();
+    if (!started_) {
+      started_ = true;
+      // Each write must leave at once, not wait behind the client's
+      // delayed ACK of the last one (Nagle: up to 40 ms per event).
+      no_delay(conn_.native_handle());
+      const bool chunked = head_.minor_version >= 1;
+      close_ = !chunked || !head_.keep_alive || res.closes_connection() || server_.shutting_down();
+      framing_ = Framing{.head_request = head_.method == "HEAD",
+                         .close = close_,
+                         .announce_keep_alive = !close_ && head_.minor_version == 0,
+                         .chunked = chunked,
+                         .unsized = !chunked};
+      append_head(out_, res, framing_);
+    }
+    append_body(res.body);
+    res.body.clear();
+    append_body(chunk);
+    co_await conn_.write_all(out_);
+    out_.clear();
+  }
+  /// After the handler: the rest of the body and the end of it. True if
+  /// the connection must close after it.
+  bool finish(const Response& res) {
+    append_body(res.body);
+    if (framing_.chunked && !framing_.head_request) append_last_chunk(out_, res);
+    return close_;
+  }
+  std::size_t sent() const noexcept { return sent_; }
+
+ private:
+  void append_body(std::string_view data) {
+    if (framing_.head_request) return;
+    sent_ += data.size();
+    if (framing_.chunked) {
+      append_chunk(out_, data);
+    } else {
+      out_.append(data);
+    }
+  }
+  S& conn_;
+  std::string& out_;
+  const RequestHead& head_;
+  const Server& server_;
+  Framing framing_;
+  bool started_ = false;
+  bool close_ = true;
+  std::size_t sent_ = 0;
+};
+
+/// How a Task<void> handler's response went.
+struct Answered {
+  bool streamed = false;  ///< it called Response::write: `out` holds the body's end
+  bool close = false;     ///< (streamed) the head said the connection closes
+};
+
+/// Runs a Task<void> handler with a response that can stream through
+/// `conn`. Its own coroutine, so the sink is in no idle connection's frame.
+template <class S>
+Task<Answered> answer_async(S& conn, std::string& out, Server& server, HandlerRef handler, const RequestHead& head,
+                            const Request& req, Response& res) {
+  ChunkedSink<S> sink(conn, out, head, server);
+  struct Attached {  // the sink dies with this frame, whichever way it ends
+    Response& res;
+    ~Attached() { attach(res, nullptr); }
+  } attached{res};
+  attach(res, &sink);
+  co_await handler.call_async(handler.self, req, res);
+  if (!res.streaming()) co_return Answered{};
+  co_return Answered{.streamed = true, .close = sink.finish(res)};
+}
+
 /// True if `in` holds another whole request after a response: then its
 /// answer can go out in the same write as this one (pipelining).
 inline bool next_request_buffered(std::string_view in, RequestHead& scratch, std::size_t max_head) {
@@ -252,21 +347,29 @@ Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
       try {
         const Request req(head, head.chunked ? std::string_view(chunked_body)
                                              : std::string_view(in).substr(head.head_size, head.content_length));
+        Answered answered;
         if (handler.call != nullptr) {
           handler.call(handler.self, req, res);
         } else {
-          co_await handler.call_async(handler.self, req, res);
+          answered = co_await answer_async(conn, out, server, handler, head, req, res);
         }
-        close = !head.keep_alive || res.closes_connection() || server.shutting_down();
-        append_response(out, res,
-                        Framing{.head_request = head.method == "HEAD",
-                                .close = close,
-                                .announce_keep_alive = !close && head.minor_version == 0});
+        if (answered.streamed) {
+          close = answered.close;
+        } else {
+          close = !head.keep_alive || res.closes_connection() || server.shutting_down();
+          append_response(out, res,
+                          Framing{.head_request = head.method == "HEAD",
+                                  .close = close,
+                                  .announce_keep_alive = !close && head.minor_version == 0,
+                                  .chunked = head.minor_version >= 1});
+        }
       } catch (...) {
         fault = std::current_exception();
         if (is_cancellation(fault)) throw;
         close = true;
-        append_error(out, 500, "the handler failed");
+        // Once a streamed body has begun, a 500 cannot follow: the body
+        // stays unfinished (no last chunk), which the client sees.
+        if (!res.streaming()) append_error(out, 500, "the handler failed");
       }
       in.erase(0, consumed);
       unread = !in.empty();

@@ -55,19 +55,50 @@ void append_number(std::string& out, std::size_t n) {
 
 }  // namespace
 
-void Response::set_header(std::string_view name, std::string_view value) {
+namespace {
+void check_field(std::string_view what, std::string_view name, std::string_view value) {
   if (!is_token(name) || forges_lines(value)) {
-    throw std::invalid_argument("shoal::http::Response::set_header: header \"" + std::string(name.substr(0, 64)) +
-                                "\" has a bad name or a CR, LF or NUL in its value");
+    throw std::invalid_argument("shoal::http::Response::" + std::string(what) + ": header \"" +
+                                std::string(name.substr(0, 64)) + "\" has a bad name or a CR, LF or NUL in its value");
   }
   for (std::string_view own : {"content-length", "transfer-encoding", "connection", "date"}) {
     if (name.size() == own.size() && iequals(name, own)) {
-      throw std::invalid_argument("shoal::http::Response::set_header: the server writes \"" + std::string(name) +
-                                  "\" itself (use close_connection() to close)");
+      throw std::invalid_argument("shoal::http::Response::" + std::string(what) + ": the server writes \"" +
+                                  std::string(name) + "\" itself (use close_connection() to close)");
     }
   }
+}
+}  // namespace
+
+void Response::set_header(std::string_view name, std::string_view value) {
+  if (streaming_) {
+    throw std::logic_error("shoal::http::Response::set_header: \"" + std::string(name.substr(0, 64)) +
+                           "\" comes after write() sent the headers");
+  }
+  check_field("set_header", name, value);
   headers_.append(name).append(": ").append(value).append("\r\n");
 }
+
+void Response::set_trailer(std::string_view name, std::string_view value) {
+  check_field("set_trailer", name, value);
+  trailers_.append(name).append(": ").append(value).append("\r\n");
+}
+
+Task<void> Response::write(std::string_view chunk) {
+  if (sink_ == nullptr) {
+    throw std::logic_error("shoal::http::Response::write: this response is not a server's (only a handler's can stream)");
+  }
+  if (status == 204 || status == 304 || status < 200 || status > 999) {
+    throw std::logic_error("shoal::http::Response::write: status " + std::to_string(status) +
+                           " has no body to stream");
+  }
+  streaming_ = true;
+  return sink_->write(*this, chunk);
+}
+
+namespace detail {
+void attach(Response& res, BodySink* sink) noexcept { res.sink_ = sink; }
+}  // namespace detail
 
 std::string_view reason_phrase(int status) noexcept {
   switch (status) {
@@ -108,7 +139,7 @@ std::string_view reason_phrase(int status) noexcept {
   }
 }
 
-void append_response(std::string& out, const Response& r, Framing f) {
+void append_head(std::string& out, const Response& r, Framing f) {
   if (r.status < 200 || r.status > 999) {
     throw std::invalid_argument("shoal::http: response status " + std::to_string(r.status) +
                                 " is not a final status (200..999)");
@@ -118,7 +149,10 @@ void append_response(std::string& out, const Response& r, Framing f) {
   append_number(out, static_cast<std::size_t>(r.status));
   out.push_back(' ');
   out.append(reason_phrase(r.status)).append("\r\n").append(date_line());
-  if (!bodiless) {
+  if (bodiless || f.unsized) {
+  } else if (f.chunked) {
+    out.append("Transfer-Encoding: chunked\r\n");
+  } else {
     out.append("Content-Length: ");
     append_number(out, r.body.size());
     out.append("\r\n");
@@ -130,7 +164,30 @@ void append_response(std::string& out, const Response& r, Framing f) {
     out.append("Connection: keep-alive\r\n");
   }
   out.append("\r\n");
-  if (!bodiless && !f.head_request) out.append(r.body);
+}
+
+void append_chunk(std::string& out, std::string_view data) {
+  if (data.empty()) return;
+  char digits[24];
+  const auto r = std::to_chars(digits, digits + sizeof digits, data.size(), 16);
+  out.append(digits, static_cast<std::size_t>(r.ptr - digits)).append("\r\n").append(data).append("\r\n");
+}
+
+void append_last_chunk(std::string& out, const Response& r) {
+  out.append("0\r\n").append(r.trailer_lines()).append("\r\n");
+}
+
+void append_response(std::string& out, const Response& r, Framing f) {
+  const bool bodiless = r.status == 204 || r.status == 304;
+  f.chunked = f.chunked && !bodiless && !r.trailer_lines().empty();  // only trailers need it
+  append_head(out, r, f);
+  if (bodiless || f.head_request) return;
+  if (f.chunked) {
+    append_chunk(out, r.body);
+    append_last_chunk(out, r);
+  } else {
+    out.append(r.body);
+  }
 }
 
 void append_error(std::string& out, int status, std::string_view text) {

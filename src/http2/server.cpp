@@ -5,7 +5,10 @@
 // notifies, and the connection task submits the response.
 #include "shoal/http2/server.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <nghttp2/nghttp2.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <charconv>
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "shoal/channel/select.hpp"
+#include "shoal/detail/raise.hpp"
 #include "shoal/net/connections.hpp"
 #include "shoal/runtime/errors.hpp"
 #include "shoal/scope/cancel.hpp"
@@ -92,6 +96,17 @@ std::string goaway_frame(std::int32_t last_stream, std::uint32_t code, std::stri
 /// not pin its memory for the connection's life.
 constexpr std::size_t kKeepCapacity = 16384;
 
+class Connection;
+struct Stream;
+
+/// Response::write on an HTTP/2 stream: the bytes go to the connection's
+/// task, which alone touches the session.
+struct StreamSink final : http::detail::BodySink {
+  Connection* conn = nullptr;
+  Stream* stream = nullptr;
+  Task<void> write(http::Response& res, std::string_view chunk) override;
+};
+
 /// One request, from its HEADERS to the end of its response. A connection
 /// reuses its streams' objects (and their strings' memory) while any is
 /// open, and frees them all when none is.
@@ -110,7 +125,18 @@ struct Stream {
   std::string body;
   bool too_large = false;  // the body went past max_body: 413
   http::Response res;
-  std::size_t sent = 0;              // bytes of res.body handed to nghttp2
+  // The response body on its way to nghttp2: a whole body moved in, or
+  // what Response::write hands over (then shared with the handler's task,
+  // under the connection's done_lock_).
+  std::string pending;
+  std::size_t pending_at = 0;  // taken by nghttp2 up to here
+  std::size_t sent = 0;        // body bytes taken in all
+  bool ended = false;          // no more body comes: EOF once `pending` is taken
+  bool submitted = false;      // the head is with nghttp2
+  bool deferred = false;       // read_body said DEFERRED: resume when more comes
+  bool queued = false;         // in Connection::ready_
+  Notify taken;                // `pending` was taken: a writer may go on
+  StreamSink sink;
   std::optional<CancelScope> scope;  // a peer's RST_STREAM cancels the handler
   std::exception_ptr fault;
   std::int64_t started = -1;  // when its handler started (steady clock ticks), if counted
@@ -130,7 +156,10 @@ struct Stream {
     too_large = false;
     if (res.body.capacity() > kKeepCapacity) res.release();
     res.reset();
-    sent = 0;
+    if (pending.capacity() > kKeepCapacity) std::string().swap(pending);
+    pending.clear();
+    pending_at = sent = 0;
+    ended = submitted = deferred = queued = false;
     scope.emplace();
     fault = nullptr;
     started = -1;
@@ -217,9 +246,24 @@ class Connection {
                            std::uint32_t* flags, nghttp2_data_source* src, void* user) noexcept;
 
   void request_ended(Stream& s);
-  /// Answers the streams whose handlers finished (`done`: the swap's
-  /// other side, empty).
+  /// Answers the streams whose handlers finished and sends what streamed
+  /// handlers wrote (`done`: the swaps' other side, empty).
   void take_done(std::vector<Stream*>& done);
+  void send_more(Stream& s);
+  void add_field(std::string_view name, std::string_view value) {
+    const std::size_t at = nv_text_.size();
+    nv_text_.append(name).append(value);
+    auto* p = reinterpret_cast<std::uint8_t*>(nv_text_.data() + at);
+    nva_.push_back(nghttp2_nv{p, p + name.size(), name.size(), value.size(), NGHTTP2_NV_FLAG_NONE});
+  }
+  void add_fields(std::string_view lines);
+  /// ServerOptions::stats, for an answered stream.
+  void count(const Stream& s);
+
+ public:
+  Task<void> write_body(Stream& s, http::Response& res, std::string_view chunk);
+
+ private:
   void run_waiting();
   /// Now, for ServerOptions::stats' handler times; -1 when nothing counts.
   std::int64_t handler_started() const noexcept {
@@ -259,6 +303,7 @@ class Connection {
   std::deque<Stream*> waiting_;  // requests ended, no slot yet
   std::mutex done_lock_;
   std::vector<Stream*> done_;  // handlers finished (from their tasks)
+  std::vector<Stream*> ready_;  // streamed bodies with bytes to send (from their tasks)
   Notify done_notify_;
   std::string out_;
   std::string nv_text_;  // a response's field names and values (respond)
@@ -374,13 +419,76 @@ int Connection::on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t
 }
 
 ssize_t Connection::read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
-                              std::uint32_t* flags, nghttp2_data_source* src, void*) noexcept {
+                              std::uint32_t* flags, nghttp2_data_source* src, void* user) noexcept {
+  Connection& c = of(user);
   Stream& s = *static_cast<Stream*>(src->ptr);
-  const std::size_t n = std::min(length, s.res.body.size() - s.sent);
-  std::memcpy(buf, s.res.body.data() + s.sent, n);
-  s.sent += n;
-  if (s.sent == s.res.body.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  bool wake_writer = false;
+  std::size_t n = 0;
+  {
+    // A streamed body's bytes are the handler's too until taken.
+    std::unique_lock<std::mutex> hold(c.done_lock_, std::defer_lock);
+    if (!s.ended) hold.lock();
+    n = std::min(length, s.pending.size() - s.pending_at);
+    std::memcpy(buf, s.pending.data() + s.pending_at, n);
+    s.pending_at += n;
+    s.sent += n;
+    if (s.pending_at == s.pending.size() && !s.ended) {
+      wake_writer = true;
+      if (n == 0) s.deferred = true;
+    }
+  }
+  if (wake_writer) s.taken.notify_one();
+  if (s.deferred) return NGHTTP2_ERR_DEFERRED;
+  if (s.ended && s.pending_at == s.pending.size()) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (!s.res.trailer_lines().empty()) {
+      // The trailers end the stream, in a HEADERS frame of their own.
+      c.nv_text_.clear();
+      c.nv_text_.reserve(s.res.trailer_lines().size());
+      c.nva_.clear();
+      c.add_fields(s.res.trailer_lines());
+      if (nghttp2_submit_trailer(c.session_, s.id, c.nva_.data(), c.nva_.size()) == 0) {
+        *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      }
+    }
+  }
   return static_cast<ssize_t>(n);
+}
+
+Task<void> StreamSink::write(http::Response& res, std::string_view chunk) {
+  return conn->write_body(*stream, res, chunk);
+}
+
+Task<void> Connection::write_body(Stream& s, http::Response& res, std::string_view chunk) {
+  // A cancelled write sends nothing (the checkpoint contract).
+  if (this_task::cancellation_requested()) shoal::detail::throw_cancelled();
+  const bool head_only = s.value(s.method) == "HEAD";
+  {
+    const std::lock_guard<std::mutex> hold(done_lock_);
+    if (!head_only) {
+      s.pending.append(res.body);
+      s.pending.append(chunk);
+    }
+    if (!s.queued) {
+      s.queued = true;
+      ready_.push_back(&s);
+    }
+  }
+  res.body.clear();
+  done_notify_.notify_one();
+  // Until the connection has handed it all to nghttp2, which it does as
+  // the stream's window allows: the handler goes at the client's pace.
+  for (;;) {
+    {
+      const std::lock_guard<std::mutex> hold(done_lock_);
+      if (s.pending_at == s.pending.size()) {
+        s.pending.clear();
+        s.pending_at = 0;
+        co_return;
+      }
+    }
+    co_await s.taken.wait();  // a reset cancels the handler here
+  }
 }
 
 Stream& Connection::open_stream(std::int32_t id) {
@@ -392,6 +500,9 @@ Stream& Connection::open_stream(std::int32_t id) {
   Stream& s = *streams_[open() - 1];
   s.slot = open() - 1;
   s.open(id);
+  s.sink.conn = this;
+  s.sink.stream = &s;
+  http::detail::attach(s.res, &s.sink);
   return s;
 }
 
@@ -425,6 +536,15 @@ void Connection::request_ended(Stream& s) {
 void Connection::take_done(std::vector<Stream*>& done) {
   {
     const std::lock_guard<std::mutex> hold(done_lock_);
+    done.swap(ready_);
+    for (Stream* s : done) s->queued = false;
+  }
+  for (Stream* s : done) {
+    if (!s->closed) send_more(*s);
+  }
+  done.clear();
+  {
+    const std::lock_guard<std::mutex> hold(done_lock_);
     done.swap(done_);
   }
   for (Stream* s : done) {
@@ -432,11 +552,31 @@ void Connection::take_done(std::vector<Stream*>& done) {
     --running_;
     if (s->closed) {
       forget(*s);  // reset while its handler ran
+    } else if (s->submitted) {
+      if (s->fault) {  // a streamed body cut short: no 500 can follow its head
+        if (!first_fault_) first_fault_ = s->fault;
+        (void)nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        continue;
+      }
+      s->ended = true;  // the handler is gone: no lock needed from here
+      if (s->value(s->method) != "HEAD") s->pending.append(s->res.body);
+      count(*s);
+      send_more(*s);
     } else {
       respond(*s);
     }
   }
   done.clear();
+}
+
+/// A streamed body's head, or its next bytes.
+void Connection::send_more(Stream& s) {
+  if (!s.submitted) {
+    respond(s);
+  } else if (s.deferred) {
+    s.deferred = false;
+    (void)nghttp2_session_resume_data(session_, s.id);
+  }
 }
 
 void Connection::run_waiting() {
@@ -497,52 +637,65 @@ void Connection::finished(Stream& s) {
   done_notify_.notify_one();
 }
 
-void Connection::respond(Stream& s) {
-  if (!s.fault && (s.res.status < 200 || s.res.status > 999)) {
-    s.fault = std::make_exception_ptr(std::invalid_argument(
-        "shoal::http2: response status " + std::to_string(s.res.status) + " is not a final status (200..999)"));
-  }
-  if (s.fault) {
-    if (!first_fault_) first_fault_ = s.fault;
-    s.res.reset();
-    s.res.status = 500;
-    s.res.body = "the handler failed\n";
-  }
-  const bool bodyless = s.res.status == 204 || s.res.status == 304;
-  // Every name and value into one buffer, reserved first so that the
-  // views nghttp2 gets stay put; nghttp2 copies them.
-  std::string_view lines = s.res.header_lines();
-  const std::string_view date = http::http_date();
-  nv_text_.clear();
-  nv_text_.reserve(lines.size() + date.size() + 64);
-  nva_.clear();
-  const auto add = [this](std::string_view name, std::string_view value) {
-    const std::size_t at = nv_text_.size();
-    nv_text_.append(name).append(value);
-    auto* p = reinterpret_cast<std::uint8_t*>(nv_text_.data() + at);
-    nva_.push_back(nghttp2_nv{p, p + name.size(), name.size(), value.size(), NGHTTP2_NV_FLAG_NONE});
-  };
-  const auto number = [](char (&digits)[24], std::size_t n) {
-    return std::string_view(digits, static_cast<std::size_t>(std::to_chars(digits, digits + 24, n).ptr - digits));
-  };
-  char status[24], length[24];
-  add(":status", number(status, static_cast<std::size_t>(s.res.status)));
-  add("date", date);
-  if (!bodyless) add("content-length", number(length, s.res.body.size()));
-  while (!lines.empty()) {  // "Name: value\r\n", validated by set_header
+/// Appends "Name: value\r\n" lines (validated by set_header and
+/// set_trailer) to nva_, names lowercased (RFC 9113 §8.2.1). nv_text_ must
+/// have room for `lines`, so that the views already in nva_ stay put.
+void Connection::add_fields(std::string_view lines) {
+  while (!lines.empty()) {
     const std::size_t end = lines.find("\r\n");
     const std::string_view line = lines.substr(0, end);
     const std::size_t colon = line.find(':');
     std::string_view value = line.substr(colon + 1);
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
     const std::size_t at = nv_text_.size();
-    add(line.substr(0, colon), value);
-    for (std::size_t i = at; i < at + colon; ++i) {  // HTTP/2 field names are lowercase (RFC 9113 §8.2.1)
+    add_field(line.substr(0, colon), value);
+    for (std::size_t i = at; i < at + colon; ++i) {
       if (nv_text_[i] >= 'A' && nv_text_[i] <= 'Z') nv_text_[i] = static_cast<char>(nv_text_[i] - 'A' + 'a');
     }
     lines.remove_prefix(end == std::string_view::npos ? lines.size() : end + 2);
   }
-  const bool send_body = !bodyless && s.value(s.method) != "HEAD" && !s.res.body.empty();
+}
+
+void Connection::respond(Stream& s) {
+  // Streamed: the handler is still writing, or ended after it wrote.
+  const bool streamed = s.res.streaming();
+  if (!streamed) {
+    if (!s.fault && (s.res.status < 200 || s.res.status > 999)) {
+      s.fault = std::make_exception_ptr(std::invalid_argument(
+          "shoal::http2: response status " + std::to_string(s.res.status) + " is not a final status (200..999)"));
+    }
+    if (s.fault) {
+      if (!first_fault_) first_fault_ = s.fault;
+      s.res.reset();
+      s.res.status = 500;
+      s.res.body = "the handler failed\n";
+    }
+    s.pending.swap(s.res.body);  // a whole body, sent from where a streamed one is
+    s.ended = true;
+  }
+  s.submitted = true;
+  const bool bodyless = s.res.status == 204 || s.res.status == 304;
+  const bool head_request = s.value(s.method) == "HEAD";
+  // Every name and value into one buffer, reserved first so that the
+  // views nghttp2 gets stay put; nghttp2 copies them.
+  const std::string_view lines = s.res.header_lines();
+  const std::string_view date = http::http_date();
+  nv_text_.clear();
+  nv_text_.reserve(lines.size() + date.size() + 64);
+  nva_.clear();
+  const auto number = [](char (&digits)[24], std::size_t n) {
+    return std::string_view(digits, static_cast<std::size_t>(std::to_chars(digits, digits + 24, n).ptr - digits));
+  };
+  char status[24], length[24];
+  add_field(":status", number(status, static_cast<std::size_t>(s.res.status)));
+  add_field("date", date);
+  if (!bodyless && !streamed) add_field("content-length", number(length, s.pending.size()));
+  add_fields(lines);
+  // A streamed HEAD answer still waits for its handler: a provider that
+  // sends nothing ends it then.
+  const bool send_body =
+      !bodyless && (streamed || (!head_request && (!s.pending.empty() || !s.res.trailer_lines().empty())));
+  if (head_request && !streamed) s.pending.clear();
   nghttp2_data_provider provider{};
   provider.source.ptr = &s;
   provider.read_callback = &Connection::read_body;
@@ -551,10 +704,14 @@ void Connection::respond(Stream& s) {
   if (nghttp2_submit_response(session_, s.id, nva_.data(), nva_.size(), send_body ? &provider : nullptr) != 0) {
     (void)nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_INTERNAL_ERROR);
   }
+  if (!streamed) count(s);
+}
+
+void Connection::count(const Stream& s) {
   if (http::ServerStats* stats = server_.options().stats) {
     const std::int64_t took =
         s.started < 0 ? -1 : std::chrono::steady_clock::now().time_since_epoch().count() - s.started;
-    stats->response(s.res.status, s.field_bytes + s.body.size(), send_body ? s.res.body.size() : 0, took);
+    stats->response(s.res.status, s.field_bytes + s.body.size(), s.pending.size() + s.sent, took);
   }
 }
 
@@ -604,6 +761,12 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
   if (nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings)) != 0) throw std::bad_alloc();
   // A shutdown wakes the loop as a finished handler does.
   entry_.notify_on_shutdown(done_notify_);
+  // Frames leave when written, not behind the client's delayed ACK of the
+  // last write (Nagle): answers and streamed bodies come in small writes.
+  if (const int fd = conn_.native_handle(); fd >= 0) {
+    const int on = 1;
+    (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+  }
   std::string in = std::move(preread);
   std::vector<Stream*> done;  // swapped with done_, so that neither allocates per turn
   const std::chrono::milliseconds stream_idle = conn_.idle_timeout();

@@ -238,4 +238,25 @@ print(repr(exchange(b'')))
   });
 }
 
+/// Server-Sent Events written one by one, then a trailer.
+struct Events {
+  Task<void> operator()(const http::Request&, http::Response& res) const {
+    res.set_header("Content-Type", "text/event-stream");
+    for (const char* e : {"data: one\n\n", "data: two\n\n"}) co_await res.write(e);
+    res.set_trailer("X-Events", "2");
+  }
+};
+
+SHOAL_TEST(HttpClients, CurlReadsAStreamedChunkedBodyAndItsTrailer) {
+  if (!have("curl")) co_return;
+  co_await with_server({}, Events{}, [](std::string addr) -> Task<void> {
+    const std::vector<std::string> argv{"curl", "-sS", "-N", "-D", "-", "http://" + addr + "/events"};
+    const Ran r = co_await run_client(argv);
+    EXPECT_TRUE(r.status.success()) << r.status.to_string() << ": " << r.err;
+    EXPECT_NE(r.out.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\r\n\r\ndata: one\n\ndata: two\n\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("X-Events: 2\r\n"), std::string::npos) << r.out;
+  });
+}
+
 }  // namespace

@@ -224,4 +224,50 @@ client.on('remoteSettings', (s) => {
   EXPECT_LE(most.load(), 8);  // never more handlers than the advertised limit
 }
 
+/// gRPC's shape: a body in messages written as they are made, and the
+/// status in a trailer.
+struct Messages {
+  Task<void> operator()(const http::Request&, http::Response& res) const {
+    res.set_header("Content-Type", "application/grpc");
+    for (const char* m : {"one ", "two ", "three"}) co_await res.write(m);
+    res.set_trailer("grpc-status", "0");
+    res.set_trailer("grpc-message", "done");
+  }
+};
+
+SHOAL_TEST(Http2Clients, NodeReadsAStreamedBodyAndItsTrailers) {
+  if (!have("node")) co_return;
+  co_await with_h2_server({}, Messages{}, [](std::string addr) -> Task<void> {
+    const char* script = R"JS(
+const http2 = require('http2');
+const client = http2.connect('http://' + process.argv[1]);
+client.on('error', (e) => { console.error('node: ' + e.message); process.exit(1); });
+const req = client.request({':path': '/'});
+let body = '', type = '';
+req.setEncoding('utf8');
+req.on('response', (h) => { type = h['content-type']; });
+req.on('data', (d) => body += d);
+req.on('trailers', (t) => { console.log(`${type} ${body} status=${t['grpc-status']} message=${t['grpc-message']}`); });
+req.on('end', () => client.close());
+req.end();
+)JS";
+    const std::vector<std::string> argv{"node", "-e", script, addr};
+    const Ran r = co_await run_client(argv);
+    EXPECT_TRUE(r.status.success()) << r.status.to_string() << ": " << r.err;
+    EXPECT_EQ(r.out, "application/grpc one two three status=0 message=done\n") << r.err;
+  });
+}
+
+SHOAL_TEST(Http2Clients, CurlSeesTheTrailersOfAStreamedBody) {
+  if (!have("curl")) co_return;
+  co_await with_h2_server({}, Messages{}, [](std::string addr) -> Task<void> {
+    const std::vector<std::string> argv{"curl", "-sS", "--http2-prior-knowledge", "-D", "-", url(addr, "/")};
+    const Ran r = co_await run_client(argv);
+    EXPECT_TRUE(r.status.success()) << r.status.to_string() << ": " << r.err;
+    EXPECT_EQ(r.out.find("content-length"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("one two three"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("grpc-status: 0\r\n"), std::string::npos) << r.out;
+  });
+}
+
 }  // namespace

@@ -238,4 +238,156 @@ SHOAL_TEST(Http2Server, AStreamItsClientDoesNotReadDoesNotStallTheOthers) {
   });
 }
 
+/// /events: one event, then (once `release` is set) a second; /big writes
+/// 1,000 bytes (saying when the write completed), then ends.
+struct Streamer {
+  shoal::Event* release;
+  std::atomic<bool>* wrote;
+  shoal::Event* cancelled;
+  Task<void> operator()(const http::Request& req, http::Response& res) const {
+    if (req.target() == "/big") {
+      try {
+        co_await res.write(std::string(1000, 'b'));
+      } catch (const shoal::Cancelled&) {
+        cancelled->set();
+        throw;
+      }
+      wrote->store(true);
+      co_return;
+    }
+    co_await res.write("data: one\n\n");
+    co_await release->wait();
+    res.body = "data: two\n\n";
+  }
+};
+
+/// SETTINGS_INITIAL_WINDOW_SIZE = `n` for every stream.
+std::string window_setting(std::uint32_t n) {
+  std::string entry("\x00\x04", 2);
+  put32(entry, n);
+  return frame(kSettings, 0, 0, entry);
+}
+
+SHOAL_TEST(Http2Server, AWrittenChunkReachesTheClientWhileTheHandlerStillRuns) {
+  shoal::Event release, cancelled;
+  std::atomic<bool> wrote{false};
+  co_await with_h2_server({}, Streamer{&release, &wrote, &cancelled}, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(get(1, "/events"));
+    const std::optional<Frame> head = co_await c.until(kHeaders, 1);
+    EXPECT_TRUE(head && (head->flags & kEndStream) == 0) << "the head ended the stream";
+    const std::optional<Frame> one = co_await c.until(kData, 1);
+    EXPECT_TRUE(one && one->payload == "data: one\n\n" && (one->flags & kEndStream) == 0);
+    release.set();
+    std::string rest;
+    bool ended = false;
+    while (std::optional<Frame> f = co_await c.next()) {
+      if (f->stream != 1 || f->type != kData) continue;
+      rest += f->payload;
+      if ((f->flags & kEndStream) != 0) {
+        ended = true;
+        break;
+      }
+    }
+    EXPECT_TRUE(ended) << "the stream did not end once the handler returned";
+    EXPECT_EQ(rest, "data: two\n\n");
+  });
+}
+
+SHOAL_TEST(Http2Server, AWriteWaitsForTheClientsWindow) {
+  shoal::Event release, cancelled;
+  std::atomic<bool> wrote{false};
+  co_await with_h2_server({}, Streamer{&release, &wrote, &cancelled}, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(window_setting(100) + get(1, "/big"));
+    std::size_t got = 0;
+    while (got < 100) {
+      const std::optional<Frame> f = co_await c.until(kData, 1);
+      if (!f) break;
+      got += f->payload.size();
+    }
+    EXPECT_EQ(got, 100u);
+    // The PING's answer comes after the server's loop has run past the
+    // closed window: the write has not completed.
+    co_await c.send(frame(kPing, 0, 0, std::string(8, 'p')));
+    EXPECT_TRUE((co_await c.until(kPing)).has_value());
+    EXPECT_FALSE(wrote.load()) << "the write completed with 900 bytes the window did not allow";
+    std::string more;
+    put32(more, 1000);  // past the body: nghttp2 sends even the empty last DATA only into an open window
+    co_await c.send(frame(kWindowUpdate, 0, 1, more));
+    bool ended = false;
+    while (std::optional<Frame> f = co_await c.until(kData, 1)) {
+      got += f->payload.size();
+      if ((f->flags & kEndStream) != 0) {
+        ended = true;
+        break;
+      }
+    }
+    EXPECT_TRUE(ended);
+    EXPECT_EQ(got, 1000u);
+  });
+  EXPECT_TRUE(wrote.load());
+}
+
+SHOAL_TEST(Http2Server, AResetCancelsAHandlerWaitingToWrite) {
+  shoal::Event release, cancelled;
+  std::atomic<bool> wrote{false};
+  co_await with_h2_server({}, Streamer{&release, &wrote, &cancelled}, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(window_setting(0) + get(1, "/big"));
+    EXPECT_TRUE((co_await c.until(kHeaders, 1)).has_value());  // the head is out; the body cannot be
+    co_await c.send(rst_stream(1, kCancel));
+    const bool seen = co_await shoal::move_on_after(30s, cancelled.wait());
+    EXPECT_TRUE(seen) << "the handler waiting on the window was not cancelled";
+    co_await c.send(get(3, "/events"));
+    release.set();
+    EXPECT_TRUE((co_await c.until(kHeaders, 3)).has_value()) << "the connection did not serve on";
+  });
+  EXPECT_FALSE(wrote.load());
+}
+
+/// A whole body with a trailer (gRPC's status).
+void with_trailer(const http::Request&, http::Response& res) {
+  res.body = "payload";
+  res.set_trailer("grpc-status", "0");
+}
+
+SHOAL_TEST(Http2Server, TrailersComeInAHeadersFrameThatEndsTheStream) {
+  co_await with_h2_server({}, with_trailer, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(get(1, "/"));
+    const std::optional<Frame> head = co_await c.until(kHeaders, 1);
+    const std::optional<Frame> data = co_await c.until(kData, 1);
+    const std::optional<Frame> trailers = co_await c.until(kHeaders, 1);
+    EXPECT_TRUE(head && (head->flags & kEndStream) == 0);
+    EXPECT_TRUE(data && data->payload == "payload" && (data->flags & kEndStream) == 0);
+    EXPECT_TRUE(trailers && (trailers->flags & kEndStream) != 0) << "no trailers ended the stream";
+  });
+}
+
+/// Writes "a", then "b" in a scope already cancelled (which must send
+/// nothing), then ends.
+struct CancelledWrite {
+  Task<void> operator()(const http::Request&, http::Response& res) const {
+    co_await res.write("a");
+    shoal::CancelScope cancelled;
+    cancelled.cancel();
+    const bool done = co_await cancelled.run(res.write("b"));
+    EXPECT_FALSE(done);
+  }
+};
+
+SHOAL_TEST(Http2Server, AWriteInACancelledScopeThrowsCancelledAndSendsNothing) {
+  co_await with_h2_server({}, CancelledWrite{}, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(get(1, "/"));
+    std::string body;
+    while (std::optional<Frame> f = co_await c.until(kData, 1)) {
+      body += f->payload;
+      if ((f->flags & kEndStream) != 0) break;
+    }
+    EXPECT_EQ(body, "a");
+  });
+}
+
 }  // namespace

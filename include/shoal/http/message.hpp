@@ -7,8 +7,26 @@
 #include <string_view>
 
 #include "shoal/http/parser.hpp"
+#include "shoal/runtime/task.hpp"
 
 namespace shoal::http {
+
+class Response;
+
+namespace detail {
+/// Where Response::write sends: the connection serving the response (an
+/// HTTP/1.1 chunked body, an HTTP/2 stream). Set by the server.
+class BodySink {
+ public:
+  /// Sends the head if not yet sent, then what `res.body` holds (which it
+  /// empties), then `chunk`; completes once the connection has taken them.
+  virtual Task<void> write(Response& res, std::string_view chunk) = 0;
+
+ protected:
+  ~BodySink() = default;
+};
+void attach(Response& res, BodySink* sink) noexcept;
+}  // namespace detail
 
 /// A request as the handler gets it. Views into the connection's buffer:
 /// valid until the handler returns.
@@ -57,23 +75,59 @@ class Response {
   /// The header lines added so far, each ending in CRLF.
   std::string_view header_lines() const noexcept { return headers_; }
 
+  /// Streams the body as the handler makes it (Server-Sent Events, a long
+  /// download, a proxied stream). The first call sends the status and the
+  /// headers set so far, which are then fixed; each call sends what `body`
+  /// holds, then `chunk`, and completes once the connection has taken
+  /// them, so a client that reads slowly slows the handler (backpressure),
+  /// and memory stays at one chunk. No length is sent: HTTP/1.1 frames the
+  /// body chunked (to an HTTP/1.0 client, the connection closes after it);
+  /// HTTP/2 ends the stream when the handler returns. What `body` holds
+  /// then is sent last.
+  /// Checkpoint: yes.
+  /// Cancellation: Cancelled (the client reset the stream or went away);
+  ///   what was sent stays sent.
+  /// Thread-safety: the handler's task only.
+  /// Throws: Cancelled; std::logic_error outside a server's handler, or for
+  ///   a status that has no body (204, 304) or is not final (200..999);
+  ///   the connection's errors (std::system_error).
+  Task<void> write(std::string_view chunk);
+  /// True once write() was called (until reset()).
+  bool streaming() const noexcept { return streaming_; }
+
+  /// Adds a trailer field, sent after the body (gRPC's grpc-status is
+  /// one). HTTP/2: a HEADERS frame that ends the stream. HTTP/1.1: the end
+  /// of a chunked body, so a response with trailers is chunked even if not
+  /// streamed; an HTTP/1.0 client does not get them.
+  /// Throws: std::invalid_argument as set_header.
+  void set_trailer(std::string_view name, std::string_view value);
+  /// The trailer lines added so far, each ending in CRLF.
+  std::string_view trailer_lines() const noexcept { return trailers_; }
+
   /// Back to a fresh 200 (keeps the strings' memory for the next request).
   void reset() noexcept {
     status = 200;
     body.clear();
     headers_.clear();
+    trailers_.clear();
     close_ = false;
+    streaming_ = false;
   }
   /// Gives the memory back (an idle connection holds none).
   void release() noexcept {
     reset();
     std::string().swap(body);
     std::string().swap(headers_);
+    std::string().swap(trailers_);
   }
 
  private:
+  friend void detail::attach(Response& res, detail::BodySink* sink) noexcept;
   std::string headers_;
+  std::string trailers_;
+  detail::BodySink* sink_ = nullptr;
   bool close_ = false;
+  bool streaming_ = false;
 };
 
 /// The reason phrase of `status` ("OK", "Not Found"), or "Unknown".
@@ -84,13 +138,25 @@ struct Framing {
   bool head_request = false;  ///< HEAD: the head says the body's length, no body follows
   bool close = false;         ///< `Connection: close`, and the connection ends after it
   bool announce_keep_alive = false;  ///< `Connection: keep-alive` (an HTTP/1.0 client asked for it)
+  bool chunked = false;  ///< `Transfer-Encoding: chunked` instead of Content-Length
+  bool unsized = false;  ///< neither: the body ends with the connection (needs `close`)
 };
 
 /// Appends `r` as an HTTP/1.1 response to `out`: status line, Date,
 /// Content-Length (none for 204 and 304, which have no body), the handler's
-/// headers, Connection, then the body unless `f.head_request`.
+/// headers, Connection, then the body unless `f.head_request`. With
+/// trailers and `f.chunked` allowed, the body goes chunked, trailers last.
 /// Throws std::invalid_argument for a status outside 200..999.
 void append_response(std::string& out, const Response& r, Framing f);
+/// The head alone, framed as `f` says (chunked, unsized or the length of
+/// `r.body`).
+/// Throws std::invalid_argument for a status outside 200..999.
+void append_head(std::string& out, const Response& r, Framing f);
+/// One chunk of a chunked body (nothing for an empty `data`, which would
+/// end the body).
+void append_chunk(std::string& out, std::string_view data);
+/// The end of a chunked body: the last chunk and `r`'s trailers.
+void append_last_chunk(std::string& out, const Response& r);
 
 /// Appends a response of `status` whose body is `text` and a newline, with
 /// `Connection: close`: how the server answers what it refuses.

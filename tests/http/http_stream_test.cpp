@@ -1,0 +1,146 @@
+// Response bodies written as the handler goes (Response::write) and
+// trailers, over HTTP/1.1: chunked to an HTTP/1.1 client, unframed and
+// closed to an HTTP/1.0 one. HTTP/2's are in tests/http2/h2_server_test.cpp.
+#include <string>
+
+#include "shoal/http.hpp"
+#include "shoal/scope/cancel_scope.hpp"
+#include "shoal/sync/event.hpp"
+#include "support/stream_io.hpp"
+#include "support/test_support.hpp"
+
+namespace {
+
+using shoal::Task;
+using shoal::net::Address;
+using shoal::net::Stream;
+namespace http = shoal::http;
+
+SHOAL_TEST_SUITE(HttpStream);
+
+/// Serves `handler` while `client(address)` runs.
+template <class H>
+Task<void> with_server(H handler, std::function<Task<void>(Address)> client) {
+  auto listener = shoal::net::Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn(http::serve(listener, {}, {}, std::move(handler)));
+    co_await client(addr);
+    s.cancel();
+  });
+}
+
+/// Reads from `c` into `got` until it holds `what`; false if the stream ends first.
+Task<bool> read_until(Stream& c, std::string& got, std::string_view what) {
+  char buf[4096];
+  while (got.find(what) == std::string::npos) {
+    const std::size_t n = co_await c.read_some(std::as_writable_bytes(std::span(buf)));
+    if (n == 0) co_return false;
+    got.append(buf, n);
+  }
+  co_return true;
+}
+
+/// /events: one event, then (once `release` is set) a second, as
+/// Server-Sent Events do.
+struct Events {
+  shoal::Event* release;
+  Task<void> operator()(const http::Request&, http::Response& res) const {
+    res.set_header("Content-Type", "text/event-stream");
+    co_await res.write("data: one\n\n");
+    co_await release->wait();
+    res.body = "data: two\n\n";  // what body holds at the end goes last
+  }
+};
+
+SHOAL_TEST(HttpStream, AWrittenChunkReachesTheClientWhileTheHandlerStillRuns) {
+  shoal::Event release;
+  co_await with_server(Events{&release}, [&](Address addr) -> Task<void> {
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(std::string_view("GET /events HTTP/1.1\r\nHost: x\r\n\r\n"));
+    std::string got;
+    // The first event arrives before the handler is let go on: it was sent, not buffered.
+    EXPECT_TRUE(co_await read_until(c, got, "data: one\n\n\r\n")) << got;
+    EXPECT_NE(got.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << got;
+    EXPECT_NE(got.find("Content-Type: text/event-stream\r\n"), std::string::npos) << got;
+    EXPECT_EQ(got.find("Content-Length"), std::string::npos) << got;
+    EXPECT_NE(got.find("\r\n\r\nb\r\ndata: one\n\n\r\n"), std::string::npos) << got;
+    release.set();
+    EXPECT_TRUE(co_await read_until(c, got, "0\r\n\r\n")) << got;
+    EXPECT_NE(got.find("b\r\ndata: two\n\n\r\n0\r\n\r\n"), std::string::npos) << got;
+    // The connection serves on after a streamed body.
+    co_await c.write_all(std::string_view("GET /events HTTP/1.1\r\nHost: x\r\n\r\n"));
+    got.clear();
+    EXPECT_TRUE(co_await read_until(c, got, "data: two\n\n\r\n0\r\n\r\n")) << got;
+  });
+}
+
+SHOAL_TEST(HttpStream, AnHttp10ClientGetsTheStreamUnframedAndThenTheClose) {
+  shoal::Event release;
+  release.set();
+  co_await with_server(Events{&release}, [&](Address addr) -> Task<void> {
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(std::string_view("GET /events HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+    const std::string got = co_await shoal::test::read_to_end(c);
+    EXPECT_NE(got.find("Connection: close\r\n"), std::string::npos) << got;
+    EXPECT_EQ(got.find("Transfer-Encoding"), std::string::npos) << got;
+    EXPECT_TRUE(got.ends_with("\r\n\r\ndata: one\n\ndata: two\n\n")) << got;
+  });
+}
+
+/// A whole body with a trailer (gRPC's status).
+void with_trailer(const http::Request&, http::Response& res) {
+  res.body = "payload";
+  res.set_trailer("grpc-status", "0");
+}
+
+SHOAL_TEST(HttpStream, TrailersEndAChunkedBody) {
+  co_await with_server(with_trailer, [&](Address addr) -> Task<void> {
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(std::string_view("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+    std::string got;
+    EXPECT_TRUE(co_await read_until(c, got, "grpc-status: 0\r\n\r\n")) << got;
+    EXPECT_NE(got.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << got;
+    EXPECT_TRUE(got.ends_with("\r\n\r\n7\r\npayload\r\n0\r\ngrpc-status: 0\r\n\r\n")) << got;
+  });
+}
+
+SHOAL_TEST(HttpStream, WriteOutsideAServersHandlerAndAHeaderAfterTheFirstWriteAreRefused) {
+  http::Response detached;
+  EXPECT_THROW((void)detached.write("x"), std::logic_error);
+  co_await with_server(
+      [](const http::Request&, http::Response& res) -> Task<void> {
+        co_await res.write("first");
+        EXPECT_THROW(res.set_header("X-Late", "1"), std::logic_error);
+      },
+      [&](Address addr) -> Task<void> {
+        Stream c = co_await shoal::net::connect(addr);
+        co_await c.write_all(std::string_view("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+        std::string got;
+        EXPECT_TRUE(co_await read_until(c, got, "0\r\n\r\n")) << got;
+      });
+}
+
+/// Writes "a", then "b" in a scope already cancelled (which must send
+/// nothing), then ends.
+struct CancelledWrite {
+  Task<void> operator()(const http::Request&, http::Response& res) const {
+    co_await res.write("a");
+    shoal::CancelScope cancelled;
+    cancelled.cancel();
+    const bool done = co_await cancelled.run(res.write("b"));
+    EXPECT_FALSE(done);
+  }
+};
+
+SHOAL_TEST(HttpStream, AWriteInACancelledScopeThrowsCancelledAndSendsNothing) {
+  co_await with_server(CancelledWrite{}, [&](Address addr) -> Task<void> {
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(std::string_view("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+    std::string got;
+    EXPECT_TRUE(co_await read_until(c, got, "0\r\n\r\n")) << got;
+    EXPECT_TRUE(got.ends_with("\r\n\r\n1\r\na\r\n0\r\n\r\n")) << got;
+  });
+}
+
+}  // namespace
