@@ -7,9 +7,13 @@
 #include "shoal/scope/cancel_scope.hpp"
 #include "shoal/sync/event.hpp"
 #include "support/stream_io.hpp"
+#include "http/streaming_handlers.hpp"
 #include "support/test_support.hpp"
 
 namespace {
+
+using shoal::test::CancelledWrite;
+using shoal::test::with_trailer;
 
 using shoal::Task;
 using shoal::net::Address;
@@ -88,12 +92,6 @@ SHOAL_TEST(HttpStream, AnHttp10ClientGetsTheStreamUnframedAndThenTheClose) {
   });
 }
 
-/// A whole body with a trailer (gRPC's status).
-void with_trailer(const http::Request&, http::Response& res) {
-  res.body = "payload";
-  res.set_trailer("grpc-status", "0");
-}
-
 SHOAL_TEST(HttpStream, TrailersEndAChunkedBody) {
   co_await with_server(with_trailer, [&](Address addr) -> Task<void> {
     Stream c = co_await shoal::net::connect(addr);
@@ -120,18 +118,6 @@ SHOAL_TEST(HttpStream, WriteOutsideAServersHandlerAndAHeaderAfterTheFirstWriteAr
         EXPECT_TRUE(co_await read_until(c, got, "0\r\n\r\n")) << got;
       });
 }
-
-/// Writes "a", then "b" in a scope already cancelled (which must send
-/// nothing), then ends.
-struct CancelledWrite {
-  Task<void> operator()(const http::Request&, http::Response& res) const {
-    co_await res.write("a");
-    shoal::CancelScope cancelled;
-    cancelled.cancel();
-    const bool done = co_await cancelled.run(res.write("b"));
-    EXPECT_FALSE(done);
-  }
-};
 
 SHOAL_TEST(HttpStream, AWriteInACancelledScopeThrowsCancelledAndSendsNothing) {
   co_await with_server(CancelledWrite{}, [&](Address addr) -> Task<void> {

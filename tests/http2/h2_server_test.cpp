@@ -13,9 +13,13 @@
 #include "shoal/http2/server.hpp"
 #include "shoal/scope/cancel_scope.hpp"
 #include "shoal/sync/event.hpp"
+#include "http/streaming_handlers.hpp"
 #include "support/test_support.hpp"
 
 namespace {
+
+using shoal::test::CancelledWrite;
+using shoal::test::with_trailer;
 
 using namespace std::chrono_literals;
 using shoal::Task;
@@ -346,12 +350,6 @@ SHOAL_TEST(Http2Server, AResetCancelsAHandlerWaitingToWrite) {
   EXPECT_FALSE(wrote.load());
 }
 
-/// A whole body with a trailer (gRPC's status).
-void with_trailer(const http::Request&, http::Response& res) {
-  res.body = "payload";
-  res.set_trailer("grpc-status", "0");
-}
-
 SHOAL_TEST(Http2Server, TrailersComeInAHeadersFrameThatEndsTheStream) {
   co_await with_h2_server({}, with_trailer, [&](std::string addr) -> Task<void> {
     Client c = co_await Client::open(addr);
@@ -364,18 +362,6 @@ SHOAL_TEST(Http2Server, TrailersComeInAHeadersFrameThatEndsTheStream) {
     EXPECT_TRUE(trailers && (trailers->flags & kEndStream) != 0) << "no trailers ended the stream";
   });
 }
-
-/// Writes "a", then "b" in a scope already cancelled (which must send
-/// nothing), then ends.
-struct CancelledWrite {
-  Task<void> operator()(const http::Request&, http::Response& res) const {
-    co_await res.write("a");
-    shoal::CancelScope cancelled;
-    cancelled.cancel();
-    const bool done = co_await cancelled.run(res.write("b"));
-    EXPECT_FALSE(done);
-  }
-};
 
 SHOAL_TEST(Http2Server, AWriteInACancelledScopeThrowsCancelledAndSendsNothing) {
   co_await with_h2_server({}, CancelledWrite{}, [&](std::string addr) -> Task<void> {
