@@ -757,6 +757,9 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, static_cast<std::uint32_t>(kInitialWindow)},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<std::uint32_t>(o.max_head)},
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+      // RFC 9218: no RFC 7540 priority tree, so nghttp2 keeps no closed
+      // streams for it (memory that grew with a connection's streams).
+      {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
   };
   if (nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings)) != 0) throw std::bad_alloc();
   // A shutdown wakes the loop as a finished handler does.
