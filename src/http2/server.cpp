@@ -502,7 +502,7 @@ Stream& Connection::open_stream(std::int32_t id) {
   s.open(id);
   s.sink.conn = this;
   s.sink.stream = &s;
-  http::detail::attach(s.res, &s.sink);
+  http::detail::attach(s.res, nullptr);  // a void handler cannot stream (as over HTTP/1.1)
   return s;
 }
 
@@ -607,6 +607,7 @@ Task<void> Connection::start_waiting(TaskSet& set) {
     waiting_.pop_front();
     s->started = handler_started();
     s->handler_live = true;
+    http::detail::attach(s->res, &s->sink);
     ++running_;
     const SpawnStatus st = co_await set.spawn([this, s]() -> Task<void> { return handle(*s); });
     if (st != SpawnStatus::started) {  // out of memory for the task: this stream only

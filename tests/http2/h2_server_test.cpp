@@ -376,4 +376,19 @@ SHOAL_TEST(Http2Server, AWriteInACancelledScopeThrowsCancelledAndSendsNothing) {
   });
 }
 
+/// A void handler that calls write: it cannot await it, so the call is refused.
+void writes_without_awaiting(const http::Request&, http::Response& res) { (void)res.write("x"); }
+
+SHOAL_TEST(Http2Server, AVoidHandlersWriteIsRefusedAndAnswered500) {
+  co_await with_h2_server({}, writes_without_awaiting, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(get(1, "/"));
+    const std::optional<Frame> head = co_await c.until(kHeaders, 1);
+    EXPECT_TRUE(head.has_value()) << "the stream was not answered";
+    if (head) {
+      EXPECT_EQ(head->payload.substr(0, 1), "\x8e") << "not :status 500 (HPACK static entry 14)";
+    }
+  });
+}
+
 }  // namespace
