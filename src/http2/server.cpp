@@ -246,9 +246,12 @@ class Connection {
                            std::uint32_t* flags, nghttp2_data_source* src, void* user) noexcept;
 
   void request_ended(Stream& s);
+  struct Taken {  // the other sides of the swaps in take_done, kept so neither allocates per turn
+    std::vector<Stream*> ready, done;
+  };
   /// Answers the streams whose handlers finished and sends what streamed
-  /// handlers wrote (`done`: the swaps' other side, empty).
-  void take_done(std::vector<Stream*>& done);
+  /// handlers wrote.
+  void take_done(Taken& taken);
   void send_more(Stream& s);
   void add_field(std::string_view name, std::string_view value) {
     const std::size_t at = nv_text_.size();
@@ -533,20 +536,22 @@ void Connection::request_ended(Stream& s) {
   waiting_.push_back(&s);
 }
 
-void Connection::take_done(std::vector<Stream*>& done) {
+void Connection::take_done(Taken& taken) {
+  // Both lists in one critical section: a handler queues its writes before
+  // it ends, so a stream's writes are taken in the same turn as its end or
+  // an earlier one, never after forget() made its object a spare (which
+  // the next stream may already be using).
   {
     const std::lock_guard<std::mutex> hold(done_lock_);
-    done.swap(ready_);
-    for (Stream* s : done) s->queued = false;
+    taken.ready.swap(ready_);
+    taken.done.swap(done_);
+    for (Stream* s : taken.ready) s->queued = false;
   }
-  for (Stream* s : done) {
+  for (Stream* s : taken.ready) {
     if (!s->closed) send_more(*s);
   }
-  done.clear();
-  {
-    const std::lock_guard<std::mutex> hold(done_lock_);
-    done.swap(done_);
-  }
+  taken.ready.clear();
+  std::vector<Stream*>& done = taken.done;
   for (Stream* s : done) {
     s->handler_live = false;
     --running_;
@@ -772,7 +777,7 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
     (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
   }
   std::string in = std::move(preread);
-  std::vector<Stream*> done;  // swapped with done_, so that neither allocates per turn
+  Taken taken;
   const std::chrono::milliseconds stream_idle = conn_.idle_timeout();
   bool client_gone = false;
   for (;;) {
@@ -785,7 +790,7 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
         break;
       }
     }
-    take_done(done);
+    take_done(taken);
     if (!waiting_.empty()) {
       if (handler_.call != nullptr) {
         run_waiting();
@@ -799,7 +804,7 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
       // that the answers of those that finish leave in it together rather
       // than one write each.
       co_await checkpoint();
-      take_done(done);
+      take_done(taken);
     }
     if (!going_away_ && server_.shutting_down()) go_away();
     co_await flush();
@@ -819,7 +824,7 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
       spare_ = 0;
       std::string().swap(in);
       std::string().swap(out_);
-      std::vector<Stream*>().swap(done);
+      taken = Taken{};
       if (!entry_.go_idle()) {
         go_away();  // the shutdown began as the last stream ended
         continue;
