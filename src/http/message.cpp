@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <stdexcept>
@@ -76,12 +77,23 @@ void Response::set_header(std::string_view name, std::string_view value) {
                            "\" comes after write() sent the headers");
   }
   check_field("set_header", name, value);
-  headers_.append(name).append(": ").append(value).append("\r\n");
+  if (fields_.size() + name.size() + value.size() + 4 > UINT32_MAX) {
+    throw std::length_error("shoal::http::Response::set_header: the header lines would pass 4 GiB");
+  }
+  const std::size_t trailer_size = fields_.size() - trailers_at_;
+  if (trailer_size == 0) {
+    fields_.append(name).append(": ").append(value).append("\r\n");
+  } else {  // rare: a header set after a trailer goes before it
+    std::string line;
+    line.append(name).append(": ").append(value).append("\r\n");
+    fields_.insert(trailers_at_, line);
+  }
+  trailers_at_ = static_cast<std::uint32_t>(fields_.size() - trailer_size);
 }
 
 void Response::set_trailer(std::string_view name, std::string_view value) {
   check_field("set_trailer", name, value);
-  trailers_.append(name).append(": ").append(value).append("\r\n");
+  fields_.append(name).append(": ").append(value).append("\r\n");
 }
 
 Task<void> Response::write(std::string_view chunk) {

@@ -103,6 +103,19 @@ SHOAL_TEST(HttpStream, TrailersEndAChunkedBody) {
   });
 }
 
+SHOAL_TEST(HttpStream, AHeaderSetAfterATrailerStaysAHeader) {
+  http::Response res;
+  res.set_header("A", "1");
+  res.set_trailer("T", "2");
+  res.set_header("B", "3");
+  EXPECT_EQ(res.header_lines(), "A: 1\r\nB: 3\r\n");
+  EXPECT_EQ(res.trailer_lines(), "T: 2\r\n");
+  res.reset();
+  EXPECT_EQ(res.header_lines(), "");
+  EXPECT_EQ(res.trailer_lines(), "");
+  co_return;
+}
+
 SHOAL_TEST(HttpStream, WriteOutsideAServersHandlerAndAHeaderAfterTheFirstWriteAreRefused) {
   http::Response detached;
   EXPECT_THROW((void)detached.write("x"), std::logic_error);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -73,7 +74,7 @@ class Response {
   /// True once close_connection() was called (until reset()).
   bool closes_connection() const noexcept { return close_; }
   /// The header lines added so far, each ending in CRLF.
-  std::string_view header_lines() const noexcept { return headers_; }
+  std::string_view header_lines() const noexcept { return std::string_view(fields_).substr(0, trailers_at_); }
 
   /// Streams the body as the handler makes it (Server-Sent Events, a long
   /// download, a proxied stream). The first call sends the status and the
@@ -102,14 +103,14 @@ class Response {
   /// Throws: std::invalid_argument as set_header.
   void set_trailer(std::string_view name, std::string_view value);
   /// The trailer lines added so far, each ending in CRLF.
-  std::string_view trailer_lines() const noexcept { return trailers_; }
+  std::string_view trailer_lines() const noexcept { return std::string_view(fields_).substr(trailers_at_); }
 
   /// Back to a fresh 200 (keeps the strings' memory for the next request).
   void reset() noexcept {
     status = 200;
     body.clear();
-    headers_.clear();
-    trailers_.clear();
+    fields_.clear();
+    trailers_at_ = 0;
     close_ = false;
     streaming_ = false;
   }
@@ -117,15 +118,16 @@ class Response {
   void release() noexcept {
     reset();
     std::string().swap(body);
-    std::string().swap(headers_);
-    std::string().swap(trailers_);
+    std::string().swap(fields_);
   }
 
  private:
   friend void detail::attach(Response& res, detail::BodySink* sink) noexcept;
-  std::string headers_;
-  std::string trailers_;
+  // The header lines, then the trailer lines: one string, as a connection
+  // holds a Response in its frame for its whole life.
+  std::string fields_;
   detail::BodySink* sink_ = nullptr;
+  std::uint32_t trailers_at_ = 0;
   bool close_ = false;
   bool streaming_ = false;
 };
