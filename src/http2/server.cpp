@@ -40,6 +40,11 @@ namespace {
 /// The receive window a stream opens with: a whole-body request is read
 /// into memory anyway (up to max_body), so one round trip's worth.
 constexpr std::int32_t kInitialWindow = 1 << 20;
+/// How long a connection with no open stream keeps its stream objects and
+/// buffers for the client's next requests before it gives them back.
+constexpr std::chrono::milliseconds kKeepWarm{50};
+/// The most a connection reads at once.
+constexpr std::size_t kReadSize = 16384;
 
 /// The flood limits (docs/http2.md has why each, and what it ends with).
 /// RST_STREAM frames from the client: a burst, then so many a second
@@ -303,6 +308,15 @@ class Connection {
   std::vector<std::unique_ptr<Stream>> streams_;  // every stream object: open ones, then `spare_` of them
   std::size_t spare_ = 0;
   std::size_t open() const noexcept { return streams_.size() - spare_; }
+  /// With no stream open: gives back every stream object and the write
+  /// buffers (an idle connection holds none).
+  void release_idle() noexcept {
+    streams_.clear();
+    spare_ = 0;
+    std::string().swap(out_);
+    std::string().swap(nv_text_);
+    std::vector<nghttp2_nv>().swap(nva_);
+  }
   std::deque<Stream*> waiting_;  // requests ended, no slot yet
   std::mutex done_lock_;
   std::vector<Stream*> done_;  // handlers finished (from their tasks)
@@ -777,14 +791,14 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
     (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
   }
   std::string in = std::move(preread);
+  std::size_t have = in.size();  // bytes read into `in`, not yet given to nghttp2
   Taken taken;
   const std::chrono::milliseconds stream_idle = conn_.idle_timeout();
   bool client_gone = false;
   for (;;) {
-    if (!in.empty()) {
-      const ssize_t n =
-          nghttp2_session_mem_recv(session_, reinterpret_cast<const std::uint8_t*>(in.data()), in.size());
-      in.clear();
+    if (have != 0) {
+      const ssize_t n = nghttp2_session_mem_recv(session_, reinterpret_cast<const std::uint8_t*>(in.data()), have);
+      have = 0;
       if (n < 0) {
         co_await end_with(static_cast<int>(n));
         break;
@@ -817,23 +831,36 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
     std::size_t woke = 0;  // the case: readable, a handler done, the deadline
     if (open() == 0) {
       // No handler is running (a reset stream stays open until its handler
-      // ends), so only the client can wake it. Idle: it holds no buffer and
-      // no stream object, and the deadline is the stream's own, whose
-      // timer exists only if the wait has to wait.
-      streams_.clear();
-      spare_ = 0;
-      std::string().swap(in);
-      std::string().swap(out_);
-      taken = Taken{};
+      // ends), so only the client can wake it.
       if (!entry_.go_idle()) {
         go_away();  // the shutdown began as the last stream ended
         continue;
       }
-      conn_.set_idle_timeout(limit);
-      try {
-        co_await conn_.wait_readable();
-      } catch (const net::IdleTimeout&) {
-        woke = 2;
+      // A busy client's next requests come within a round trip: for a
+      // moment the connection keeps its stream objects and buffers, so
+      // that a connection between batches does not free and allocate them
+      // again (9 allocations a request). Past that it is idle, and holds
+      // no buffer and no stream object. Each deadline is the stream's
+      // own, whose timer exists only if the wait has to wait.
+      bool holding = true;
+      std::chrono::milliseconds left = limit;  // zero: no limit
+      for (;;) {
+        const bool warm = holding && (left.count() == 0 || left > kKeepWarm);
+        conn_.set_idle_timeout(warm ? kKeepWarm : left);
+        try {
+          co_await conn_.wait_readable();
+          break;
+        } catch (const net::IdleTimeout&) {
+        }
+        if (!warm) {
+          woke = 2;
+          break;
+        }
+        holding = false;
+        if (left.count() != 0) left -= kKeepWarm;
+        release_idle();
+        std::string().swap(in);
+        taken = Taken{};
       }
       conn_.set_idle_timeout(stream_idle);
       if (!entry_.go_busy()) {
@@ -847,15 +874,14 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
     if (woke == 2) {
       (void)nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
     } else if (woke == 0) {
-      // Read straight into `in`, which is given back once nghttp2 has
-      // taken it: an idle connection holds no buffer.
-      in.resize(16384);
-      const std::size_t n = co_await conn_.read_some(std::as_writable_bytes(std::span(in)));
-      if (n == 0) {
+      // Read straight into `in`; kept at its size between reads (resizing
+      // a string up fills it with zeros each time).
+      if (in.size() != kReadSize) in.resize(kReadSize);
+      have = co_await conn_.read_some(std::as_writable_bytes(std::span(in)));
+      if (have == 0) {
         client_gone = true;  // its streams' tasks are cancelled below
         break;
       }
-      in.resize(n);
     }
   }
   set.cancel();
