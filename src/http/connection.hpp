@@ -7,7 +7,10 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cstring>
 #include <exception>
+#include <span>
 #include <string>
 #include <type_traits>
 
@@ -211,6 +214,113 @@ class ChunkedSink final : public BodySink {
   std::size_t sent_ = 0;
 };
 
+/// A request body read as the handler reads it (ServerOptions::
+/// stream_request_body). The bytes after the head move to `raw` at once,
+/// so that `in` holds only the head, whose views the handler has, and
+/// nothing the body reads does can move it. After the handler, finish()
+/// leaves in `raw` what came after the body (a pipelined request).
+template <class S>
+class StreamedBody final : public BodySource {
+ public:
+  StreamedBody(S& conn, std::string& in, std::string& raw, const RequestHead& head, const ServerOptions& o)
+      : conn_(conn), raw_(raw), head_(head), left_(head.content_length), limit_(o.header_timeout) {
+    raw_.assign(in, head.head_size);
+    in.resize(head.head_size);
+  }
+
+  Task<std::size_t> read_some(std::span<std::byte> buf) override {
+    if (this_task::cancellation_requested()) shoal::detail::throw_cancelled();
+    if (buf.empty()) co_return 0;
+    if (head_.expect_continue && !continued_ && !done_) {
+      continued_ = true;
+      // The client waits for this before it sends the body (RFC 9110 §10.1.1).
+      if (raw_.empty()) co_await conn_.write_all(std::as_bytes(std::span(kContinue)));
+    }
+    if (!head_.chunked) co_return co_await read_sized(buf);
+    for (;;) {
+      if (decoded_at_ < decoded_.size()) co_return take(decoded_, decoded_at_, buf);
+      decoded_.clear();
+      decoded_at_ = 0;
+      if (done_) co_return 0;
+      std::string_view rest = std::string_view(raw_).substr(at_);
+      const auto st = decoder_.feed(rest, decoded_, SIZE_MAX);
+      at_ = raw_.size() - rest.size();
+      if (st == ChunkedDecoder::Status::complete) {
+        done_ = true;
+      } else if (st == ChunkedDecoder::Status::bad_request) {
+        throw BodyError(400, "shoal::http: bad chunked request body: " + std::string(decoder_.error()));
+      } else if (decoded_.empty()) {
+        raw_.erase(0, at_);
+        at_ = 0;
+        co_await more(raw_);
+      }
+    }
+  }
+
+  /// After the handler: true if it read the whole body; then `raw` holds
+  /// what followed it, else nothing (the connection closes).
+  bool finish() {
+    if (!done_) {
+      raw_.clear();
+      return false;
+    }
+    raw_.erase(0, at_);
+    return true;
+  }
+
+ private:
+  static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+  Task<std::size_t> read_sized(std::span<std::byte> buf) {
+    if (done_) co_return 0;
+    std::size_t n = 0;
+    if (at_ < raw_.size()) {
+      n = take(raw_, at_, buf.first(std::min(buf.size(), left_)));
+    } else {
+      // Straight into the handler's buffer, never past the body's end.
+      conn_.set_idle_timeout(limit_);
+      try {
+        n = co_await conn_.read_some(buf.first(std::min(buf.size(), left_)));
+      } catch (const net::IdleTimeout&) {
+        throw BodyError(408, "shoal::http: the request body did not arrive in time");
+      }
+      if (n == 0) throw ended();
+    }
+    left_ -= n;
+    done_ = left_ == 0;
+    co_return n;
+  }
+  static std::size_t take(const std::string& from, std::size_t& at, std::span<std::byte> buf) noexcept {
+    const std::size_t n = std::min(buf.size(), from.size() - at);
+    std::memcpy(buf.data(), from.data() + at, n);
+    at += n;
+    return n;
+  }
+  Task<void> more(std::string& into) {
+    const Read r = co_await read_more(conn_, into, limit_);
+    if (r == Read::timeout) throw BodyError(408, "shoal::http: the request body did not arrive in time");
+    if (r == Read::end) throw ended();
+  }
+  static BodyError ended() { return BodyError(400, "shoal::http: the connection ended inside the request body"); }
+
+  S& conn_;
+  std::string& raw_;         // the bytes after the head, from `at_` on not yet taken
+  std::size_t at_ = 0;
+  const RequestHead& head_;
+  std::size_t left_;         // Content-Length bytes not yet read
+  milliseconds limit_;       // each wait for the body's bytes
+  ChunkedDecoder decoder_;
+  std::string decoded_;      // chunk data decoded from `raw_`, from `decoded_at_` on not yet taken
+  std::size_t decoded_at_ = 0;
+  bool done_ = false;
+  bool continued_ = false;
+};
+
+/// True if a request's body is read as the handler reads it.
+inline bool streams_body(const ServerOptions& o, HandlerRef handler) noexcept {
+  return o.stream_request_body && handler.call == nullptr;
+}
+
 /// The request's body: in `in` after its head, or decoded from chunks.
 inline std::string_view request_body(const RequestHead& head, std::string_view in, std::string_view chunked_body) {
   return head.chunked ? chunked_body : in.substr(head.head_size, head.content_length);
@@ -228,23 +338,39 @@ inline bool append_answer(std::string& out, const Response& res, const RequestHe
   return close;
 }
 
+/// How a Task<void> handler's answer went.
+struct Answered {
+  bool close = false;   ///< the connection closes after it
+  bool unread = false;  ///< (streamed body) the handler left some of it unread
+};
+
 /// Runs a Task<void> handler with a response that can stream through
-/// `conn`, and leaves the answer's (rest of the) bytes in `out`; true if
-/// the connection must close after it. Its own coroutine, so that neither
-/// the sink nor the request is in an idle connection's frame.
+/// `conn` and, with ServerOptions::stream_request_body, a body it reads as
+/// it goes (`raw` then holds what follows the body); leaves the answer's
+/// (rest of the) bytes in `out`. Its own coroutine, so that neither the
+/// sink nor the request is in an idle connection's frame.
 template <class S>
-[[gnu::noinline]] Task<bool> answer_async(S& conn, std::string& out, Server& server, HandlerRef handler, const RequestHead& head,
-                        std::string_view body, Response& res) {
+[[gnu::noinline]] Task<Answered> answer_async(S& conn, std::string& in, std::string& raw, std::string& out,
+                                              Server& server, HandlerRef handler, const RequestHead& head,
+                                              std::string_view body, Response& res) {
   ChunkedSink<S> sink(conn, out, head, server);
   struct Attached {  // the sink dies with this frame, whichever way it ends
     Response& res;
     ~Attached() { attach(res, nullptr); }
   } attached{res};
   attach(res, &sink);
-  const Request req(head, body);
+  if (!(streams_body(server.options(), handler) && head.has_body())) {
+    const Request req(head, body);
+    co_await handler.call_async(handler.self, req, res);
+    co_return Answered{.close = res.streaming() ? sink.finish(res) : append_answer(out, res, head, server)};
+  }
+  StreamedBody<S> source(conn, in, raw, head, server.options());
+  const Request req(head, source);
   co_await handler.call_async(handler.self, req, res);
-  if (res.streaming()) co_return sink.finish(res);
-  co_return append_answer(out, res, head, server);
+  const bool read = source.finish();
+  if (!read) res.close_connection();  // the rest of the body is still coming
+  const bool close = res.streaming() ? sink.finish(res) || !read : append_answer(out, res, head, server);
+  co_return Answered{.close = close, .unread = !read};
 }
 
 /// True if `in` holds another whole request after a response: then its
@@ -348,7 +474,9 @@ Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
     }
     if (!stop.end && stop.status == 0) {
       consumed = head.head_size;
-      if (head.has_body()) stop = co_await read_body(conn, in, head, chunked_body, out, consumed, o);
+      if (head.has_body() && !streams_body(o, handler)) {
+        stop = co_await read_body(conn, in, head, chunked_body, out, consumed, o);
+      }
     }
     if (stop.end) co_return;
 
@@ -367,8 +495,16 @@ Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
           handler.call(handler.self, Request(head, request_body(head, in, chunked_body)), res);
           close = append_answer(out, res, head, server);
         } else {
-          close = co_await answer_async(conn, out, server, handler, head, request_body(head, in, chunked_body), res);
+          const Answered answered = co_await answer_async(conn, in, chunked_body, out, server, handler, head,
+                                                          request_body(head, in, chunked_body), res);
+          close = answered.close;
         }
+      } catch (const BodyError& e) {
+        // The client's doing (bad framing, too slow, gone): its status if
+        // the response has not begun, and the connection closes.
+        close = true;
+        res.status = e.status();
+        if (!res.streaming()) append_error(out, e.status(), e.what());
       } catch (...) {
         fault = std::current_exception();
         if (is_cancellation(fault)) throw;
@@ -378,7 +514,12 @@ Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
         if (!res.streaming()) append_error(out, 500, "the handler failed");
       }
       in.erase(0, consumed);
-      unread = !in.empty();
+      if (head.has_body() && streams_body(o, handler)) {
+        in.append(chunked_body);  // what followed a body the handler read whole (see StreamedBody)
+        unread = true;            // or the part it left unread: if it closes, it lingers
+      } else {
+        unread = !in.empty();
+      }
     }
     if (o.stats != nullptr) {
       const int status = stop.status != 0 ? stop.status : fault ? 500 : res.status;

@@ -2,10 +2,12 @@
 // Content-Length, Connection.
 #include "shoal/http/message.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <stdexcept>
 #include <string>
@@ -111,6 +113,31 @@ Task<void> Response::write(std::string_view chunk) {
 namespace detail {
 void attach(Response& res, BodySink* sink) noexcept { res.sink_ = sink; }
 }  // namespace detail
+
+Task<std::size_t> Request::read_some(std::span<std::byte> buf) const {
+  if (source_ != nullptr) co_return co_await source_->read_some(buf);
+  const std::size_t n = std::min(buf.size(), body_.size() - read_);
+  if (n != 0) std::memcpy(buf.data(), body_.data() + read_, n);
+  read_ += n;
+  co_return n;
+}
+
+Task<std::string> Request::read_all(std::size_t limit) const {
+  std::string all;
+  for (;;) {
+    const std::size_t at = all.size();
+    // One byte past the limit tells a body of exactly `limit` from a longer one.
+    const std::size_t room = std::min<std::size_t>(limit - at, std::max<std::size_t>(at, 16384) - 1) + 1;
+    all.resize(at + room);
+    const std::size_t n = co_await read_some(std::as_writable_bytes(std::span(all).subspan(at)));
+    all.resize(at + n);
+    if (n == 0) co_return all;
+    if (all.size() > limit) {
+      throw BodyError(413, "shoal::http::Request::read_all: the request body is longer than its limit (" +
+                               std::to_string(limit) + " bytes)");
+    }
+  }
+}
 
 std::string_view reason_phrase(int status) noexcept {
   switch (status) {

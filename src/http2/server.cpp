@@ -19,10 +19,11 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <optional>
+#include <utility>
 #include <vector>
 
 #include "shoal/channel/select.hpp"
@@ -112,6 +113,14 @@ struct StreamSink final : http::detail::BodySink {
   Task<void> write(http::Response& res, std::string_view chunk) override;
 };
 
+/// Request::read_some on an HTTP/2 stream whose body is streamed
+/// (ServerOptions::stream_request_body).
+struct StreamSource final : http::detail::BodySource {
+  Connection* conn = nullptr;
+  Stream* stream = nullptr;
+  Task<std::size_t> read_some(std::span<std::byte> buf) override;
+};
+
 /// One request, from its HEADERS to the end of its response. A connection
 /// reuses its streams' objects (and their strings' memory) while any is
 /// open, and frees them all when none is.
@@ -141,7 +150,19 @@ struct Stream {
   bool deferred = false;       // read_body said DEFERRED: resume when more comes
   bool queued = false;         // in Connection::ready_
   Notify taken;                // `pending` was taken: a writer may go on
+  bool wrote = false;          // (under done_lock_) the handler queued bytes to send
+  bool send = false;           // take_done: `wrote` was set
   StreamSink sink;
+  // A streamed request body: DATA lands in `body` (read up to `body_at`)
+  // and the handler takes it under done_lock_; the stream's window reopens
+  // as it reads (the connection's as the DATA comes).
+  bool body_streamed = false;
+  bool body_ended = false;     // END_STREAM came (under done_lock_)
+  bool body_dropped = false;   // the handler ended before the body: the rest is dropped
+  std::size_t body_at = 0;
+  std::size_t unconsumed = 0;  // (under done_lock_) read, not yet given back to the window
+  Notify arrived;              // more of the body, or its end
+  StreamSource source;
   std::optional<CancelScope> scope;  // a peer's RST_STREAM cancels the handler
   std::exception_ptr fault;
   std::int64_t started = -1;  // when its handler started (steady clock ticks), if counted
@@ -164,7 +185,9 @@ struct Stream {
     if (pending.capacity() > kKeepCapacity) std::string().swap(pending);
     pending.clear();
     pending_at = sent = 0;
-    ended = submitted = deferred = queued = false;
+    ended = submitted = deferred = queued = wrote = send = false;
+    body_streamed = body_ended = body_dropped = false;
+    body_at = unconsumed = 0;
     scope.emplace();
     fault = nullptr;
     started = -1;
@@ -270,6 +293,7 @@ class Connection {
 
  public:
   Task<void> write_body(Stream& s, http::Response& res, std::string_view chunk);
+  Task<std::size_t> read_request(Stream& s, std::span<std::byte> buf);
 
  private:
   void run_waiting();
@@ -340,6 +364,7 @@ int Connection::on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, v
   try {
     c.served_ = true;
     Stream& s = c.open_stream(frame->hd.stream_id);
+    s.body_streamed = c.server_.options().stream_request_body && c.handler_.call_async != nullptr;
     nghttp2_session_set_stream_user_data(c.session_, s.id, &s);
   } catch (const std::bad_alloc&) {
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // RST_STREAM for this one
@@ -380,11 +405,24 @@ int Connection::on_header(nghttp2_session*, const nghttp2_frame* frame, const st
 int Connection::on_data(nghttp2_session*, std::uint8_t, std::int32_t id, const std::uint8_t* data, std::size_t len,
                         void* user) noexcept {
   Connection& c = of(user);
+  Stream* s = c.stream(id);
+  if (s != nullptr && s->body_streamed && !s->body_dropped) {
+    // The connection's window reopens now, the stream's as its handler
+    // reads: a stream whose handler reads slowly stalls only itself.
+    (void)nghttp2_session_consume_connection(c.session_, len);
+    try {
+      const std::lock_guard<std::mutex> hold(c.done_lock_);
+      s->body.append(reinterpret_cast<const char*>(data), len);
+    } catch (const std::bad_alloc&) {
+      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+    s->arrived.notify_one();
+    return 0;
+  }
   // Taken off the windows at once: the body is read into memory, bounded
   // by max_body (a stream past it is answered 413 and its data dropped).
   (void)nghttp2_session_consume(c.session_, id, len);
-  Stream* s = c.stream(id);
-  if (s == nullptr || s->too_large) return 0;
+  if (s == nullptr || s->too_large || s->body_streamed) return 0;
   if (s->body.size() + len > c.server_.options().max_body) {
     s->too_large = true;
     std::string().swap(s->body);
@@ -407,12 +445,23 @@ int Connection::on_frame(nghttp2_session*, const nghttp2_frame* frame, void* use
       !c.empty_frames_.take()) {
     return c.calm("the client sent empty frames faster than the empty frames limit (1000, then 100 a second)");
   }
-  if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
-      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0) {
-    return 0;
-  }
+  if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
   Stream* s = c.stream(frame->hd.stream_id);
   if (s == nullptr) return 0;
+  const bool end = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+  if (s->body_streamed) {
+    if (end) {
+      {
+        const std::lock_guard<std::mutex> hold(c.done_lock_);
+        s->body_ended = true;
+      }
+      s->arrived.notify_one();
+    }
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    // The handler starts with the head and reads the body as it comes.
+  } else if (!end) {
+    return 0;
+  }
   try {
     c.request_ended(*s);
   } catch (const std::bad_alloc&) {
@@ -486,6 +535,7 @@ Task<void> Connection::write_body(Stream& s, http::Response& res, std::string_vi
       s.pending.append(res.body);
       s.pending.append(chunk);
     }
+    s.wrote = true;
     if (!s.queued) {
       s.queued = true;
       ready_.push_back(&s);
@@ -508,6 +558,39 @@ Task<void> Connection::write_body(Stream& s, http::Response& res, std::string_vi
   }
 }
 
+Task<std::size_t> StreamSource::read_some(std::span<std::byte> buf) { return conn->read_request(*stream, buf); }
+
+Task<std::size_t> Connection::read_request(Stream& s, std::span<std::byte> buf) {
+  for (;;) {
+    if (this_task::cancellation_requested()) shoal::detail::throw_cancelled();
+    std::size_t n = 0;
+    {
+      const std::lock_guard<std::mutex> hold(done_lock_);
+      n = std::min(buf.size(), s.body.size() - s.body_at);
+      if (n == 0 && (s.body_ended || buf.empty())) co_return 0;
+      if (n != 0) {
+        std::memcpy(buf.data(), s.body.data() + s.body_at, n);
+        s.body_at += n;
+        if (s.body_at == s.body.size()) {
+          s.body.clear();
+          s.body_at = 0;
+        }
+        // The connection gives these bytes back to the stream's window.
+        s.unconsumed += n;
+        if (!s.queued) {
+          s.queued = true;
+          ready_.push_back(&s);
+        }
+      }
+    }
+    if (n != 0) {
+      done_notify_.notify_one();
+      co_return n;
+    }
+    co_await s.arrived.wait();  // a reset cancels the handler here
+  }
+}
+
 Stream& Connection::open_stream(std::int32_t id) {
   if (spare_ == 0) {
     streams_.push_back(std::make_unique<Stream>());
@@ -518,6 +601,8 @@ Stream& Connection::open_stream(std::int32_t id) {
   s.slot = open() - 1;
   s.open(id);
   s.sink.conn = this;
+  s.source.conn = this;
+  s.source.stream = &s;
   s.sink.stream = &s;
   http::detail::attach(s.res, nullptr);  // a void handler cannot stream (as over HTTP/1.1)
   return s;
@@ -559,16 +644,32 @@ void Connection::take_done(Taken& taken) {
     const std::lock_guard<std::mutex> hold(done_lock_);
     taken.ready.swap(ready_);
     taken.done.swap(done_);
-    for (Stream* s : taken.ready) s->queued = false;
+    for (Stream* s : taken.ready) {
+      s->queued = false;
+      s->send = std::exchange(s->wrote, false);
+      if (s->unconsumed != 0 && !s->closed) {
+        (void)nghttp2_session_consume_stream(session_, s->id, s->unconsumed);
+      }
+      s->unconsumed = 0;
+    }
   }
   for (Stream* s : taken.ready) {
-    if (!s->closed) send_more(*s);
+    if (!s->closed && s->send) send_more(*s);
   }
   taken.ready.clear();
   std::vector<Stream*>& done = taken.done;
   for (Stream* s : done) {
     s->handler_live = false;
     --running_;
+    if (s->body_streamed && !s->body_ended && !s->closed) {
+      // The handler left the body unread: what is buffered and what still
+      // comes is dropped, and the window stays open for it, so that the
+      // client can end the stream.
+      s->body_dropped = true;
+      (void)nghttp2_session_consume_stream(session_, s->id, s->body.size() - s->body_at);
+      std::string().swap(s->body);
+      s->body_at = 0;
+    }
     if (s->closed) {
       forget(*s);  // reset while its handler ran
     } else if (s->submitted) {
@@ -639,7 +740,7 @@ Task<void> Connection::start_waiting(TaskSet& set) {
 
 Task<void> Connection::handle(Stream& s) {
   try {
-    const http::Request req(s.head, s.body);
+    const http::Request req = s.body_streamed ? http::Request(s.head, s.source) : http::Request(s.head, s.body);
     (void)co_await s.scope->run(handler_.call_async(handler_.self, req, s.res));
   } catch (...) {
     std::exception_ptr e = std::current_exception();

@@ -1,6 +1,8 @@
 // Response bodies written as the handler goes (Response::write) and
 // trailers, over HTTP/1.1: chunked to an HTTP/1.1 client, unframed and
-// closed to an HTTP/1.0 one. HTTP/2's are in tests/http2/h2_server_test.cpp.
+// closed to an HTTP/1.0 one; and request bodies read as the handler goes
+// (ServerOptions::stream_request_body). HTTP/2's are in
+// tests/http2/h2_server_test.cpp.
 #include <string>
 
 #include "shoal/http.hpp"
@@ -22,16 +24,21 @@ namespace http = shoal::http;
 
 SHOAL_TEST_SUITE(HttpStream);
 
-/// Serves `handler` while `client(address)` runs.
+/// Serves `handler` with `options` while `client(address)` runs.
 template <class H>
-Task<void> with_server(H handler, std::function<Task<void>(Address)> client) {
+Task<void> with_server(http::ServerOptions options, H handler, std::function<Task<void>(Address)> client) {
   auto listener = shoal::net::Listener::bind(Address::parse("127.0.0.1:0"));
   const Address addr = listener.local_address();
   co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
-    s.spawn(http::serve(listener, {}, {}, std::move(handler)));
+    s.spawn(http::serve(listener, {}, options, std::move(handler)));
     co_await client(addr);
     s.cancel();
   });
+}
+
+template <class H>
+Task<void> with_server(H handler, std::function<Task<void>(Address)> client) {
+  co_await with_server({}, std::move(handler), std::move(client));
 }
 
 /// Reads from `c` into `got` until it holds `what`; false if the stream ends first.
@@ -139,6 +146,131 @@ SHOAL_TEST(HttpStream, AWriteInACancelledScopeThrowsCancelledAndSendsNothing) {
     std::string got;
     EXPECT_TRUE(co_await read_until(c, got, "0\r\n\r\n")) << got;
     EXPECT_TRUE(got.ends_with("\r\n\r\n1\r\na\r\n0\r\n\r\n")) << got;
+  });
+}
+
+/// Reads the body in pieces; after the first, sets `first` (if given) and
+/// waits for `go`. Answers "<bytes> <pieces>"; /unread answers at once.
+struct Counter {
+  shoal::Event* first = nullptr;
+  shoal::Event* go = nullptr;
+  bool streamed = true;  // the server streams the body
+  Task<void> operator()(const http::Request& req, http::Response& res) const {
+    if (req.target() == "/unread") {
+      res.body = "not read";
+      co_return;
+    }
+    EXPECT_EQ(req.body_streamed(), streamed);
+    char buf[7];
+    std::size_t total = 0, pieces = 0;
+    for (;;) {
+      const std::size_t n = co_await req.read_some(std::as_writable_bytes(std::span(buf)));
+      if (n == 0) break;
+      total += n;
+      if (++pieces == 1 && first != nullptr) {
+        first->set();
+        co_await go->wait();
+      }
+    }
+    res.body = std::to_string(total) + " " + std::to_string(pieces);
+  }
+};
+
+http::ServerOptions streamed() {
+  http::ServerOptions o;
+  o.stream_request_body = true;
+  o.max_body = 4;  // would refuse every body here if it were read whole
+  return o;
+}
+
+SHOAL_TEST(HttpStream, AStreamedBodyReachesTheHandlerBeforeItEnds) {
+  shoal::Event first, go;
+  co_await with_server(streamed(), Counter{&first, &go}, [&](Address addr) -> Task<void> {
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(std::string_view("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n0123456789"));
+    co_await first.wait();  // the handler read some of a body whose end is not sent
+    go.set();
+    co_await c.write_all(std::string_view("abcdefghij"));
+    std::string got;
+    EXPECT_TRUE(co_await read_until(c, got, "\r\n\r\n20 ")) << got;
+  });
+}
+
+SHOAL_TEST(HttpStream, AStreamedChunkedBodyIsDecodedAndThePipelinedRequestAfterItServed) {
+  co_await with_server(streamed(), Counter{}, [&](Address addr) -> Task<void> {
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(std::string_view(
+        "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "5\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n"
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc"));
+    const std::string got = co_await shoal::test::read_to_end(c);
+    const std::size_t first = got.find("\r\n\r\n11 ");
+    EXPECT_NE(first, std::string::npos) << got;
+    EXPECT_NE(got.find("\r\n\r\n3 1", first), std::string::npos) << got;
+  });
+}
+
+SHOAL_TEST(HttpStream, ExpectContinueIsAnsweredAtTheHandlersFirstRead) {
+  co_await with_server(streamed(), Counter{}, [&](Address addr) -> Task<void> {
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(
+        std::string_view("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"));
+    std::string got;
+    EXPECT_TRUE(co_await read_until(c, got, "HTTP/1.1 100 Continue\r\n\r\n")) << got;
+    co_await c.write_all(std::string_view("hello"));
+    EXPECT_TRUE(co_await read_until(c, got, "\r\n\r\n5 1")) << got;
+  });
+}
+
+SHOAL_TEST(HttpStream, ABodyTheHandlerLeftUnreadClosesTheConnectionAfterTheAnswer) {
+  co_await with_server(streamed(), Counter{}, [&](Address addr) -> Task<void> {
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(std::string_view("POST /unread HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nxx"));
+    std::string got;
+    EXPECT_TRUE(co_await read_until(c, got, "\r\n\r\nnot read")) << got;
+    EXPECT_NE(got.find("Connection: close\r\n"), std::string::npos) << got;
+    co_await c.write_all(std::string(98, 'x'));  // the rest: the server drains it, then closes
+    EXPECT_EQ(co_await shoal::test::read_to_end(c), "");
+  });
+}
+
+SHOAL_TEST(HttpStream, BadChunkFramingInAStreamedBodyIsAnswered400NamingIt) {
+  co_await with_server(streamed(), Counter{}, [&](Address addr) -> Task<void> {
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(
+        std::string_view("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX"));
+    const std::string got = co_await shoal::test::read_to_end(c);
+    EXPECT_TRUE(got.starts_with("HTTP/1.1 400 ")) << got;
+    EXPECT_NE(got.find("chunked request body"), std::string::npos) << got;
+  });
+}
+
+/// Answers the body read with read_all(10), or what read_all threw.
+struct ReadAll {
+  Task<void> operator()(const http::Request& req, http::Response& res) const {
+    res.body = co_await req.read_all(10);
+  }
+};
+
+SHOAL_TEST(HttpStream, ReadAllRefusesABodyPastItsLimitWith413) {
+  co_await with_server(streamed(), ReadAll{}, [&](Address addr) -> Task<void> {
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(std::string_view("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123456789"
+                                          "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n0123456789A"));
+    const std::string got = co_await shoal::test::read_to_end(c);
+    const std::size_t first = got.find("\r\n\r\n0123456789");
+    EXPECT_NE(first, std::string::npos) << got;
+    EXPECT_NE(got.find("HTTP/1.1 413 ", first), std::string::npos) << got;
+    EXPECT_NE(got.find("longer than its limit (10 bytes)", first), std::string::npos) << got;
+  });
+}
+
+SHOAL_TEST(HttpStream, ReadSomeReadsAWholeBodyFromMemoryWhenItIsNotStreamed) {
+  co_await with_server(Counter{.streamed = false}, [&](Address addr) -> Task<void> {
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(std::string_view("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123456789"));
+    std::string got;
+    EXPECT_TRUE(co_await read_until(c, got, "\r\n\r\n10 2")) << got;
   });
 }
 

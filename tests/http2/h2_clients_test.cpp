@@ -1,7 +1,10 @@
 // shoal::http2 driven by real HTTP/2 clients nobody here wrote: curl (with
 // prior knowledge of h2c), nghttp and h2load (Debian's nghttp2-client) and
 // Node's http2 module, each as a child process against an in-process server.
+#include <array>
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -267,6 +270,82 @@ SHOAL_TEST(Http2Clients, CurlSeesTheTrailersOfAStreamedBody) {
     EXPECT_EQ(r.out.find("content-length"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("one two three"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("grpc-status: 0\r\n"), std::string::npos) << r.out;
+  });
+}
+
+/// Streamed request bodies: /hold waits for `counted` before it reads;
+/// /count reads at once and then sets it. Each answers the bytes it read
+/// and their sum.
+struct Uploads {
+  shoal::Event* counted;
+  Task<void> operator()(const http::Request& req, http::Response& res) const {
+    if (req.target() == "/hold") co_await counted->wait();
+    std::array<std::byte, 65536> buf;
+    std::size_t total = 0;
+    std::uint32_t sum = 0;
+    while (const std::size_t n = co_await req.read_some(buf)) {
+      total += n;
+      for (std::size_t i = 0; i < n; ++i) sum += std::to_integer<std::uint32_t>(buf[i]);
+    }
+    res.body = std::to_string(total) + " " + std::to_string(sum);
+    if (req.target() == "/count") counted->set();
+  }
+};
+
+http::ServerOptions streamed_bodies() {
+  http::ServerOptions o;
+  o.stream_request_body = true;
+  o.max_body = 1000;  // a body read whole could not pass
+  return o;
+}
+
+SHOAL_TEST(Http2Clients, CurlStreamsATenMebibyteUploadToAHandlerThatReadsAsItGoes) {
+  if (!have("curl")) co_return;
+  shoal::Event counted;
+  co_await with_h2_server(streamed_bodies(), Uploads{&counted}, [](std::string addr) -> Task<void> {
+    std::string body(10 << 20, 'b');
+    std::uint32_t sum = 0;
+    for (std::size_t i = 0; i < body.size(); ++i) {
+      if (i % 4096 == 0) body[i] = static_cast<char>('a' + (i / 4096) % 26);
+      sum += static_cast<unsigned char>(body[i]);
+    }
+    const std::vector<std::string> argv{"curl", "-sS", "--http2-prior-knowledge", "--data-binary", "@-",
+                                        url(addr, "/count")};
+    const Ran r = co_await run_client(argv, body);
+    EXPECT_TRUE(r.status.success()) << r.status.to_string() << ": " << r.err;
+    EXPECT_EQ(r.out, std::to_string(body.size()) + " " + std::to_string(sum));
+  });
+}
+
+SHOAL_TEST(Http2Clients, NodeSeesASlowReadersStreamStallOnlyItself) {
+  if (!have("node")) co_return;
+  shoal::Event counted;
+  co_await with_h2_server(streamed_bodies(), Uploads{&counted}, [](std::string addr) -> Task<void> {
+    // Both on one connection, each past the 1 MiB stream window: /hold's
+    // handler reads only after /count's has answered, which it can only if
+    // /hold's unread bytes leave the connection's window open.
+    const char* script = R"JS(
+const http2 = require('http2');
+const client = http2.connect('http://' + process.argv[1]);
+client.on('error', (e) => { console.error('node: ' + e.message); process.exit(1); });
+const big = Buffer.alloc(3 << 20, 1);
+const order = [];
+for (const path of ['/hold', '/count']) {
+  const req = client.request({':method': 'POST', ':path': path});
+  let body = '';
+  req.setEncoding('utf8');
+  req.on('data', (d) => body += d);
+  req.on('end', () => {
+    order.push(path + '=' + body);
+    if (order.length === 2) { console.log(order.join(' ')); client.close(); }
+  });
+  req.end(big);
+}
+)JS";
+    const std::vector<std::string> argv{"node", "-e", script, addr};
+    const Ran r = co_await run_client(argv);
+    EXPECT_TRUE(r.status.success()) << r.status.to_string() << ": " << r.err;
+    EXPECT_EQ(r.out, "/count=3145728 3145728 /hold=3145728 3145728\n") << r.err;
   });
 }
 

@@ -58,6 +58,24 @@ inline std::string get(std::uint32_t stream, const std::string& path) {
   return frame(kHeaders, kEndStream | kEndHeaders, stream, block);
 }
 
+/// A POST of `path` whose body follows in DATA frames (HEADERS without
+/// END_STREAM; :method POST is static entry 3).
+inline std::string post(std::uint32_t stream, const std::string& path) {
+  std::string block = "\x83\x86";
+  block += '\x04';
+  block += static_cast<char>(path.size());
+  block += path;
+  block += '\x01';
+  block += '\x09';
+  block += "localhost";
+  return frame(kHeaders, kEndHeaders, stream, block);
+}
+
+/// A DATA frame carrying `bytes`, ending the stream if `end`.
+inline std::string data(std::uint32_t stream, const std::string& bytes, bool end) {
+  return frame(kData, end ? kEndStream : 0, stream, bytes);
+}
+
 /// An HPACK string length (RFC 7541 §5.1: a 7-bit prefix, no Huffman).
 inline std::string hpack_length(std::size_t n) {
   std::string out;

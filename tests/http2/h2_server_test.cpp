@@ -391,4 +391,69 @@ SHOAL_TEST(Http2Server, AVoidHandlersWriteIsRefusedAndAnswered500) {
   });
 }
 
+/// Reads the body in pieces; after the first, sets `first` and waits for
+/// `go`. Answers "<bytes> <pieces>"; /unread answers without reading.
+struct BodyCounter {
+  shoal::Event* first;
+  shoal::Event* go;
+  Task<void> operator()(const http::Request& req, http::Response& res) const {
+    if (req.target() == "/unread") {
+      res.body = "not read";
+      co_return;
+    }
+    EXPECT_TRUE(req.body_streamed());
+    char buf[4];
+    std::size_t total = 0, pieces = 0;
+    while (const std::size_t n = co_await req.read_some(std::as_writable_bytes(std::span(buf)))) {
+      total += n;
+      if (++pieces == 1) {
+        first->set();
+        co_await go->wait();
+      }
+    }
+    res.body = std::to_string(total) + " " + std::to_string(pieces);
+  }
+};
+
+http::ServerOptions streamed_bodies() {
+  http::ServerOptions o;
+  o.stream_request_body = true;
+  o.max_body = 2;  // would refuse every body here if it were read whole
+  return o;
+}
+
+/// The body of stream `id`'s answer, or what came before the connection ended.
+Task<std::string> body_of(Client& c, std::uint32_t id) {
+  std::string body;
+  while (std::optional<Frame> f = co_await c.until(kData, id)) {
+    body += f->payload;
+    if ((f->flags & kEndStream) != 0) break;
+  }
+  co_return body;
+}
+
+SHOAL_TEST(Http2Server, AStreamedBodyReachesTheHandlerBeforeItsStreamEnds) {
+  shoal::Event first, go;
+  co_await with_h2_server(streamed_bodies(), BodyCounter{&first, &go}, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(post(1, "/") + data(1, "0123", false));
+    co_await first.wait();  // the handler read part of a body whose stream has not ended
+    go.set();
+    co_await c.send(data(1, "456789", true));
+    EXPECT_EQ(co_await body_of(c, 1), "10 3");
+  });
+}
+
+SHOAL_TEST(Http2Server, ABodyTheHandlerLeftUnreadIsDroppedAndTheConnectionServesOn) {
+  shoal::Event first, go;
+  go.set();
+  co_await with_h2_server(streamed_bodies(), BodyCounter{&first, &go}, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(post(1, "/unread") + data(1, "abc", false));
+    EXPECT_EQ(co_await body_of(c, 1), "not read");
+    co_await c.send(data(1, std::string(1000, 'x'), true) + post(3, "/") + data(3, "xyz", true));
+    EXPECT_EQ(co_await body_of(c, 3), "3 1");
+  });
+}
+
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -27,15 +29,46 @@ class BodySink {
   ~BodySink() = default;
 };
 void attach(Response& res, BodySink* sink) noexcept;
+
+/// Where a streamed request body comes from: the connection serving the
+/// request (HTTP/1.1 bytes after the head, an HTTP/2 stream's DATA). Set
+/// by the server.
+class BodySource {
+ public:
+  /// As Request::read_some.
+  virtual Task<std::size_t> read_some(std::span<std::byte> buf) = 0;
+
+ protected:
+  ~BodySource() = default;
+};
 }  // namespace detail
+
+/// A request body that could not be read because of the client: its chunk
+/// framing was bad (400), it stopped arriving for the header timeout
+/// (408), the connection ended inside it (400), or it was longer than a
+/// read_all limit (413). If it leaves the handler before the response has
+/// begun, the server answers status() with what() as the body; the
+/// connection closes either way. Not a handler fault: serve does not
+/// report it.
+class BodyError : public std::runtime_error {
+ public:
+  BodyError(int status, const std::string& what) : std::runtime_error(what), status_(status) {}
+  /// The HTTP status that answers it.
+  int status() const noexcept { return status_; }
+
+ private:
+  int status_;
+};
 
 /// A request as the handler gets it. Views into the connection's buffer:
 /// valid until the handler returns.
 class Request {
  public:
-  /// A view of `head` and `body`, which must outlive it (the server makes
-  /// one per request).
+  /// A view of `head` and a whole `body`, which must outlive it (the
+  /// server makes one per request).
   Request(const RequestHead& head, std::string_view body) noexcept : head_(&head), body_(body) {}
+  /// A view of `head` whose body is read from `source` as it arrives.
+  Request(const RequestHead& head, detail::BodySource& source) noexcept : head_(&head), source_(&source) {}
   /// The method as sent, e.g. "GET" (case-sensitive).
   std::string_view method() const noexcept { return head_->method; }
   /// The request target as sent: usually origin form (path and query); also
@@ -47,12 +80,38 @@ class Request {
   std::string_view header(std::string_view name) const noexcept { return head_->header(name); }
   /// Every header field, in the order sent (repeated names kept).
   const std::vector<Header>& headers() const noexcept { return head_->headers; }
-  /// The whole body (a chunked one already decoded).
+  /// The whole body (a chunked one already decoded), as the server read it
+  /// before calling the handler. Empty if the body is streamed (see
+  /// body_streamed()): then read it with read_some or read_all.
   std::string_view body() const noexcept { return body_; }
+  /// True if the body arrives as the handler reads it
+  /// (ServerOptions::stream_request_body, a Task<void> handler).
+  bool body_streamed() const noexcept { return source_ != nullptr; }
+
+  /// Reads the next bytes of the body into `buf`: what has arrived, waiting
+  /// if nothing has; 0 at the end of the body. A streamed body arrives no
+  /// faster than the handler reads it (HTTP/2: the stream's window reopens
+  /// as it reads; HTTP/1.1: the socket is read as it reads). A body the
+  /// server read whole is read from memory. HTTP/1.1 sends
+  /// `100 Continue` at the first read if the client asked for it.
+  /// Checkpoint: yes (a streamed body).
+  /// Cancellation: Cancelled (HTTP/2: the client reset the stream); what
+  ///   was read stays read.
+  /// Thread-safety: one reader at a time, any task of the handler's.
+  /// Throws: Cancelled; BodyError (400, 408); the connection's errors
+  ///   (std::system_error).
+  Task<std::size_t> read_some(std::span<std::byte> buf) const;
+  /// Reads the rest of the body, at most `limit` bytes of it.
+  /// Checkpoint, Cancellation, Thread-safety: as read_some.
+  /// Throws: as read_some; BodyError (413) naming the limit if the body is
+  ///   longer.
+  Task<std::string> read_all(std::size_t limit) const;
 
  private:
   const RequestHead* head_;
   std::string_view body_;
+  detail::BodySource* source_ = nullptr;
+  mutable std::size_t read_ = 0;  // of a whole body_, by read_some
 };
 
 /// What the handler answers. Starts as 200 with no headers and no body;

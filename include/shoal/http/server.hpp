@@ -56,6 +56,14 @@ struct ServerOptions {
   /// reset keeps its slot until it ends, so resets cannot multiply
   /// running handlers (the rapid-reset attack).
   std::uint32_t max_concurrent_streams = 100;
+  /// A Task<void> handler starts as soon as a request's head is in and
+  /// reads its body as it arrives (Request::read_some, read_all), at the
+  /// pace it reads: for uploads, proxies and request streams. max_body
+  /// does not apply (read_all takes its own limit). A body the handler
+  /// leaves unread: HTTP/1.1 closes the connection after the response;
+  /// HTTP/2 drops what still comes on that stream. Off (the default), or
+  /// for a void handler: the whole body is read first, up to max_body.
+  bool stream_request_body = false;
 };
 
 class Server;
