@@ -165,6 +165,7 @@ struct Stream {
   StreamSource source;
   std::optional<CancelScope> scope;  // a peer's RST_STREAM cancels the handler
   std::exception_ptr fault;
+  bool client_fault = false;  // `fault` is a BodyError: reset the stream, report nothing
   std::int64_t started = -1;  // when its handler started (steady clock ticks), if counted
   bool handler_live = false;
   bool closed = false;  // nghttp2 closed the stream (reset, or answered)
@@ -190,6 +191,7 @@ struct Stream {
     body_at = unconsumed = 0;
     scope.emplace();
     fault = nullptr;
+    client_fault = false;
     started = -1;
     handler_live = false;
     closed = false;
@@ -587,7 +589,11 @@ Task<std::size_t> Connection::read_request(Stream& s, std::span<std::byte> buf) 
       done_notify_.notify_one();
       co_return n;
     }
-    co_await s.arrived.wait();  // a reset cancels the handler here
+    // A reset cancels the handler here. Each wait is bounded as HTTP/1.1's
+    // is (header_timeout): a client that stops sending mid-body gets 408.
+    if (!co_await move_on_after(server_.options().header_timeout, s.arrived.wait())) {
+      throw http::BodyError(408, "shoal::http2: the request body did not arrive in time (header_timeout)");
+    }
   }
 }
 
@@ -674,7 +680,7 @@ void Connection::take_done(Taken& taken) {
       forget(*s);  // reset while its handler ran
     } else if (s->submitted) {
       if (s->fault) {  // a streamed body cut short: no 500 can follow its head
-        if (!first_fault_) first_fault_ = s->fault;
+        if (!first_fault_ && !s->client_fault) first_fault_ = s->fault;
         (void)nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
         continue;
       }
@@ -742,6 +748,17 @@ Task<void> Connection::handle(Stream& s) {
   try {
     const http::Request req = s.body_streamed ? http::Request(s.head, s.source) : http::Request(s.head, s.body);
     (void)co_await s.scope->run(handler_.call_async(handler_.self, req, s.res));
+  } catch (const http::BodyError& e) {
+    // The client's doing, not the handler's: its status, unless the
+    // response has begun (then the stream is reset). Not reported.
+    if (s.res.streaming()) {
+      s.fault = std::current_exception();
+      s.client_fault = true;
+    } else {
+      s.res.reset();
+      s.res.status = e.status();
+      s.res.body.assign(e.what()).append("\n");
+    }
   } catch (...) {
     std::exception_ptr e = std::current_exception();
     if (is_cancellation(e)) throw;  // the connection is going: nobody waits for this stream

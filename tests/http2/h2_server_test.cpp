@@ -456,4 +456,17 @@ SHOAL_TEST(Http2Server, ABodyTheHandlerLeftUnreadIsDroppedAndTheConnectionServes
   });
 }
 
+SHOAL_TEST(Http2Server, AStreamedBodyThatStopsArrivingIsAnswered408) {
+  shoal::Event first, go;
+  go.set();
+  http::ServerOptions o = streamed_bodies();
+  o.header_timeout = 100ms;
+  co_await with_h2_server(o, BodyCounter{&first, &go}, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(post(1, "/") + data(1, "0123", false));  // and then nothing
+    const std::string body = co_await body_of(c, 1);
+    EXPECT_NE(body.find("the request body did not arrive in time"), std::string::npos) << body;
+  });
+}
+
 }  // namespace
