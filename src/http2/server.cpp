@@ -34,6 +34,7 @@
 #include "shoal/scope/cancel_scope.hpp"
 #include "shoal/scope/task_set.hpp"
 #include "shoal/sync/event.hpp"
+#include "src/http2/body_budget.hpp"
 
 namespace shoal::http2::detail {
 namespace {
@@ -44,6 +45,10 @@ constexpr std::int32_t kInitialWindow = 1 << 20;
 /// How long a connection with no open stream keeps its stream objects and
 /// buffers for the client's next requests before it gives them back.
 constexpr std::chrono::milliseconds kKeepWarm{50};
+/// Streamed request bytes a connection holds for its handlers to read,
+/// all streams together: eight stream windows. Past it the connection's
+/// window reopens only as handlers read.
+constexpr std::size_t kMaxBufferedBodies = 8 * static_cast<std::size_t>(kInitialWindow);
 /// The most a connection reads at once.
 constexpr std::size_t kReadSize = 16384;
 
@@ -276,6 +281,11 @@ class Connection {
                            std::uint32_t* flags, nghttp2_data_source* src, void* user) noexcept;
 
   void request_ended(Stream& s);
+  /// `n` bytes of streamed bodies left memory: the connection's window
+  /// gets back what the budget held off.
+  void unbuffer(std::size_t n) noexcept {
+    if (const std::size_t now = budget_.left(n); now != 0) (void)nghttp2_session_consume_connection(session_, now);
+  }
   struct Taken {  // the other sides of the swaps in take_done, kept so neither allocates per turn
     std::vector<Stream*> ready, done;
   };
@@ -355,6 +365,7 @@ class Connection {
   bool served_ = false;  // a request came (the idle timeout applies, not the header one)
   net::Connections::Entry entry_;  // the graceful shutdown's reach
   bool going_away_ = false;       // GOAWAY submitted: the open streams finish, no new one starts
+  BodyBudget budget_{kMaxBufferedBodies};  // streamed request bytes waiting for handlers
   Bucket resets_{kResetBurst, kResetRate};
   Bucket empty_frames_{kEmptyBurst, kEmptyRate};
   const char* calm_ = nullptr;  // why the connection ends with ENHANCE_YOUR_CALM
@@ -410,8 +421,12 @@ int Connection::on_data(nghttp2_session*, std::uint8_t, std::int32_t id, const s
   Stream* s = c.stream(id);
   if (s != nullptr && s->body_streamed && !s->body_dropped) {
     // The connection's window reopens now, the stream's as its handler
-    // reads: a stream whose handler reads slowly stalls only itself.
-    (void)nghttp2_session_consume_connection(c.session_, len);
+    // reads: a stream whose handler reads slowly stalls only itself. Past
+    // kMaxBufferedBodies waiting in all, the connection's window too
+    // reopens only as handlers read.
+    if (const std::size_t now = c.budget_.arrived(len); now != 0) {
+      (void)nghttp2_session_consume_connection(c.session_, now);
+    }
     try {
       const std::lock_guard<std::mutex> hold(c.done_lock_);
       s->body.append(reinterpret_cast<const char*>(data), len);
@@ -615,6 +630,11 @@ Stream& Connection::open_stream(std::int32_t id) {
 }
 
 void Connection::forget(Stream& s) {
+  if (s.body_streamed) {  // what no handler will read (a reset stream's)
+    unbuffer(s.body.size() - s.body_at);
+    s.body.clear();
+    s.body_at = 0;
+  }
   // Swapped with the last open one, and then the first spare.
   const std::size_t last = open() - 1;
   std::swap(streams_[s.slot], streams_[last]);
@@ -653,10 +673,11 @@ void Connection::take_done(Taken& taken) {
     for (Stream* s : taken.ready) {
       s->queued = false;
       s->send = std::exchange(s->wrote, false);
-      if (s->unconsumed != 0 && !s->closed) {
-        (void)nghttp2_session_consume_stream(session_, s->id, s->unconsumed);
+      if (s->unconsumed != 0) {
+        if (!s->closed) (void)nghttp2_session_consume_stream(session_, s->id, s->unconsumed);
+        unbuffer(s->unconsumed);
+        s->unconsumed = 0;
       }
-      s->unconsumed = 0;
     }
   }
   for (Stream* s : taken.ready) {
@@ -673,6 +694,7 @@ void Connection::take_done(Taken& taken) {
       // client can end the stream.
       s->body_dropped = true;
       (void)nghttp2_session_consume_stream(session_, s->id, s->body.size() - s->body_at);
+      unbuffer(s->body.size() - s->body_at);
       std::string().swap(s->body);
       s->body_at = 0;
     }

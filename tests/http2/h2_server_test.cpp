@@ -15,6 +15,7 @@
 #include "shoal/sync/event.hpp"
 #include "http/streaming_handlers.hpp"
 #include "support/test_support.hpp"
+#include "src/http2/body_budget.hpp"
 
 namespace {
 
@@ -467,6 +468,19 @@ SHOAL_TEST(Http2Server, AStreamedBodyThatStopsArrivingIsAnswered408) {
     const std::string body = co_await body_of(c, 1);
     EXPECT_NE(body.find("the request body did not arrive in time"), std::string::npos) << body;
   });
+}
+
+TEST(Http2BodyBudget, PastItsLimitTheConnectionsWindowReopensOnlyAsHandlersRead) {
+  shoal::http2::detail::BodyBudget budget(100);
+  EXPECT_EQ(budget.arrived(60), 60u);  // under the limit: given back at once
+  EXPECT_EQ(budget.arrived(60), 40u);  // 20 past it are held off
+  EXPECT_EQ(budget.arrived(10), 0u);
+  EXPECT_EQ(budget.held(), 130u);
+  EXPECT_EQ(budget.left(20), 20u);  // back to 110: 10 still held off
+  EXPECT_EQ(budget.left(50), 10u);  // under the limit: all given back
+  EXPECT_EQ(budget.left(60), 0u);
+  EXPECT_EQ(budget.held(), 0u);
+  EXPECT_EQ(budget.arrived(100), 100u);  // the whole limit again
 }
 
 }  // namespace
