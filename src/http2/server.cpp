@@ -34,6 +34,7 @@
 #include "shoal/scope/cancel_scope.hpp"
 #include "shoal/scope/task_set.hpp"
 #include "shoal/sync/event.hpp"
+#include "shoal/time/sleep.hpp"
 #include "src/http2/body_budget.hpp"
 
 namespace shoal::http2::detail {
@@ -150,6 +151,9 @@ struct Stream {
   std::string pending;
   std::size_t pending_at = 0;  // taken by nghttp2 up to here
   std::size_t sent = 0;        // body bytes taken in all
+  bool request_done = false;   // its request ended (or was refused): nothing more is awaited from the client
+  std::size_t stall_mark = 0;  // its progress when the connection last looked (reset_stuck)
+  std::chrono::steady_clock::time_point stalled_since{};  // its window shut since, with bytes to send
   bool ended = false;          // no more body comes: EOF once `pending` is taken
   bool submitted = false;      // the head is with nghttp2
   bool deferred = false;       // read_body said DEFERRED: resume when more comes
@@ -190,7 +194,9 @@ struct Stream {
     res.reset();
     if (pending.capacity() > kKeepCapacity) std::string().swap(pending);
     pending.clear();
-    pending_at = sent = 0;
+    pending_at = sent = stall_mark = 0;
+    request_done = false;
+    stalled_since = {};
     ended = submitted = deferred = queued = wrote = send = false;
     body_streamed = body_ended = body_dropped = false;
     body_at = unconsumed = 0;
@@ -281,6 +287,7 @@ class Connection {
                            std::uint32_t* flags, nghttp2_data_source* src, void* user) noexcept;
 
   void request_ended(Stream& s);
+  std::chrono::steady_clock::time_point reset_stuck();
   /// `n` bytes of streamed bodies left memory: the connection's window
   /// gets back what the budget held off.
   void unbuffer(std::size_t n) noexcept {
@@ -644,6 +651,7 @@ void Connection::forget(Stream& s) {
 }
 
 void Connection::request_ended(Stream& s) {
+  s.request_done = true;
   if (s.too_large) {
     s.res.status = 413;
     s.res.body = "request body too large\n";
@@ -715,6 +723,52 @@ void Connection::take_done(Taken& taken) {
     }
   }
   done.clear();
+}
+
+/// Resets (RST_STREAM CANCEL) the streams that are stuck on the client,
+/// so that none can hold its slot, its handler and its bytes for ever:
+/// - an answer that has not moved for idle_timeout because the client
+///   keeps a window shut (the zero-window stall);
+/// - a request read whole whose headers or body have not moved for
+///   header_timeout (as HTTP/1.1 bounds each wait for a body).
+/// Returns when the next would be due (max: none is stuck).
+std::chrono::steady_clock::time_point Connection::reset_stuck() {
+  const http::ServerOptions& o = server_.options();
+  auto next = std::chrono::steady_clock::time_point::max();
+  const auto now = std::chrono::steady_clock::now();
+  const bool connection_shut = nghttp2_session_get_remote_window_size(session_) <= 0;
+  const std::lock_guard<std::mutex> hold(done_lock_);  // `pending` is a streaming handler's too
+  for (std::size_t i = 0; i < open(); ++i) {
+    Stream& s = *streams_[i];
+    std::size_t progress = 0;
+    std::chrono::milliseconds limit{0};
+    if (s.closed) {
+      // a reset stream's handler has not ended yet: nothing to wait for
+    } else if (s.submitted && s.pending_at < s.pending.size()) {
+      if (connection_shut || nghttp2_session_get_stream_remote_window_size(session_, s.id) <= 0) {
+        progress = s.sent;
+        limit = o.idle_timeout;
+      }
+    } else if (!s.request_done && !s.body_streamed) {
+      progress = s.field_bytes + s.body.size();
+      limit = o.header_timeout;
+    }
+    if (limit.count() == 0) {
+      s.stalled_since = {};
+      continue;
+    }
+    if (progress != s.stall_mark || s.stalled_since == std::chrono::steady_clock::time_point{}) {
+      s.stall_mark = progress;  // it moved since the last look: stuck from now
+      s.stalled_since = now;
+    }
+    if (now - s.stalled_since >= limit) {
+      (void)nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_CANCEL);
+      s.stalled_since = {};
+    } else {
+      next = std::min(next, s.stalled_since + limit);
+    }
+  }
+  return next;
 }
 
 /// A streamed body's head, or its next bytes.
@@ -961,6 +1015,9 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
       take_done(taken);
     }
     if (!going_away_ && server_.shutting_down()) go_away();
+    // A stream stuck on the client (a window kept shut, a request that
+    // stopped arriving) is reset after its limit.
+    const auto stall_deadline = open() != 0 ? reset_stuck() : std::chrono::steady_clock::time_point::max();
     co_await flush();
     if (nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0) break;
     if (going_away_ && open() == 0) break;  // GOAWAY is out and every stream it let finish has
@@ -1007,9 +1064,12 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
         go_away();  // the shutdown shut the read side: nothing more is read
         continue;
       }
-    } else {
+    } else if (stall_deadline == std::chrono::steady_clock::time_point::max()) {
       const auto r = co_await select(conn_.readable_case(), on_notify(done_notify_));
       woke = r.index();
+    } else {
+      const auto r = co_await select(conn_.readable_case(), on_notify(done_notify_), on_deadline(stall_deadline));
+      woke = r.index() == 2 ? 3 : r.index();  // 3: look at the stalled streams again
     }
     if (woke == 2) {
       (void)nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);

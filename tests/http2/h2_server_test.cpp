@@ -483,4 +483,37 @@ TEST(Http2BodyBudget, PastItsLimitTheConnectionsWindowReopensOnlyAsHandlersRead)
   EXPECT_EQ(budget.arrived(100), 100u);  // the whole limit again
 }
 
+SHOAL_TEST(Http2Server, AStreamWhoseWindowStaysShutIsResetAfterTheIdleTimeout) {
+  shoal::Event release, cancelled;
+  std::atomic<bool> wrote{false};
+  http::ServerOptions o;
+  o.idle_timeout = 100ms;
+  co_await with_h2_server(o, Streamer{&release, &wrote, &cancelled}, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(window_setting(0) + get(1, "/big"));  // and never a WINDOW_UPDATE
+    const std::optional<Frame> rst = co_await c.until(kRstStream, 1);
+    EXPECT_TRUE(rst.has_value()) << "the stalled stream was not reset";
+    if (rst) {
+      EXPECT_EQ(rst->u32(0), kCancel);
+    }
+    const bool seen = co_await shoal::move_on_after(30s, cancelled.wait());
+    EXPECT_TRUE(seen) << "the stalled stream's handler was not cancelled";
+  });
+  EXPECT_FALSE(wrote.load());
+}
+
+SHOAL_TEST(Http2Server, ARequestThatStopsArrivingIsResetAfterTheHeaderTimeout) {
+  http::ServerOptions o;
+  o.header_timeout = 100ms;
+  co_await with_h2_server(o, Hang{nullptr, nullptr}, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(post(1, "/") + data(1, "part", false));  // and then nothing
+    const std::optional<Frame> rst = co_await c.until(kRstStream, 1);
+    EXPECT_TRUE(rst.has_value()) << "the stuck request's stream was not reset";
+    if (rst) {
+      EXPECT_EQ(rst->u32(0), kCancel);
+    }
+  });
+}
+
 }  // namespace
