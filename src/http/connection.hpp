@@ -481,7 +481,8 @@ Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
     if (stop.end) co_return;
 
     bool close = true;
-    bool unread = true;  // request bytes may be left in the socket
+    bool unread = true;      // request bytes may be left in the socket
+    bool body_left = false;  // a streamed body's handler did not read it all
     const std::size_t out_before = out.size();
     std::int64_t handler_start = -1;  // stays negative when no handler runs
     if (stop.status != 0) {
@@ -498,28 +499,28 @@ Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
           const Answered answered = co_await answer_async(conn, in, chunked_body, out, server, handler, head,
                                                           request_body(head, in, chunked_body), res);
           close = answered.close;
+          body_left = answered.unread;
         }
       } catch (const BodyError& e) {
         // The client's doing (bad framing, too slow, gone): its status if
         // the response has not begun, and the connection closes.
         close = true;
+        body_left = true;
         res.status = e.status();
         if (!res.streaming()) append_error(out, e.status(), e.what());
       } catch (...) {
         fault = std::current_exception();
         if (is_cancellation(fault)) throw;
         close = true;
+        body_left = true;  // if streamed, the handler may have left some
         // Once a streamed body has begun, a 500 cannot follow: the body
         // stays unfinished (no last chunk), which the client sees.
         if (!res.streaming()) append_error(out, 500, "the handler failed");
       }
       in.erase(0, consumed);
-      if (head.has_body() && streams_body(o, handler)) {
-        in.append(chunked_body);  // what followed a body the handler read whole (see StreamedBody)
-        unread = true;            // or the part it left unread: if it closes, it lingers
-      } else {
-        unread = !in.empty();
-      }
+      const bool streamed = head.has_body() && streams_body(o, handler);
+      if (streamed) in.append(chunked_body);  // what followed a body the handler read whole (see StreamedBody)
+      unread = !in.empty() || (streamed && body_left);
     }
     if (o.stats != nullptr) {
       const int status = stop.status != 0 ? stop.status : fault ? 500 : res.status;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <exception>
+#include <new>
 
 #include "shoal/net/byte_stream.hpp"
 
@@ -13,7 +14,7 @@ namespace shoal::detail {
 
 /// Reads and drops what the peer still sends until it ends the stream, goes
 /// silent for `limit`, fails (a reset, a truncated TLS close), `limit`
-/// passes or 1 MiB came. Throws only Cancelled.
+/// passes or 1 MiB came. Throws only Cancelled and std::bad_alloc.
 template <net::ByteStream S>
 Task<void> drain_input(S& s, std::chrono::milliseconds limit) {
   s.set_idle_timeout(limit);
@@ -23,6 +24,8 @@ Task<void> drain_input(S& s, std::chrono::milliseconds limit) {
     std::size_t n = 0;
     try {
       n = co_await s.read_some(sink);
+    } catch (const std::bad_alloc&) {
+      throw;  // ours, not the peer's: out of memory is never swallowed
     } catch (const std::exception&) {
       co_return;  // reset, silent for `limit`, or a close the peer did not announce: the peer is done
     }

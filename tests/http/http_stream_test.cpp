@@ -274,4 +274,13 @@ SHOAL_TEST(HttpStream, ReadSomeReadsAWholeBodyFromMemoryWhenItIsNotStreamed) {
   });
 }
 
+SHOAL_TEST(HttpStream, AReadInACancelledScopeThrowsCancelledAndTakesNothing) {
+  co_await with_server(streamed(), shoal::test::CancelledRead{}, [&](Address addr) -> Task<void> {
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(std::string_view("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"));
+    std::string got;
+    EXPECT_TRUE(co_await read_until(c, got, "\r\n\r\ncancelled hello")) << got;
+  });
+}
+
 }  // namespace

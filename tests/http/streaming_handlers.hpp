@@ -1,8 +1,12 @@
-// Handlers that stream their responses, shared by the HTTP/1.1 and HTTP/2
-// suites: the same behaviour is asserted over both protocols.
+// Handlers that stream their responses or read their requests' bodies as
+// they arrive, shared by the HTTP/1.1 and HTTP/2 suites: the same
+// behaviour is asserted over both protocols.
 #pragma once
 
 #include <gtest/gtest.h>
+
+#include <array>
+#include <cstddef>
 
 #include "shoal/http.hpp"
 #include "shoal/scope/cancel_scope.hpp"
@@ -18,6 +22,19 @@ struct CancelledWrite {
     cancelled.cancel();
     const bool done = co_await cancelled.run(res.write("b"));
     EXPECT_FALSE(done);
+  }
+};
+
+/// Reads its (streamed) body in a scope already cancelled, which must take
+/// nothing, then reads it all: answers "cancelled <body>".
+struct CancelledRead {
+  Task<void> operator()(const http::Request& req, http::Response& res) const {
+    CancelScope cancelled;
+    cancelled.cancel();
+    std::array<std::byte, 16> buf;
+    const auto got = co_await cancelled.run(req.read_some(buf));
+    res.body = got.has_value() ? "read " : "cancelled ";
+    res.body += co_await req.read_all(100);
   }
 };
 

@@ -516,4 +516,12 @@ SHOAL_TEST(Http2Server, ARequestThatStopsArrivingIsResetAfterTheHeaderTimeout) {
   });
 }
 
+SHOAL_TEST(Http2Server, AReadInACancelledScopeThrowsCancelledAndTakesNothing) {
+  co_await with_h2_server(streamed_bodies(), shoal::test::CancelledRead{}, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(post(1, "/") + data(1, "hello", true));
+    EXPECT_EQ(co_await body_of(c, 1), "cancelled hello");
+  });
+}
+
 }  // namespace
