@@ -9,6 +9,7 @@ struct alignas(64) ServerStats::Stripe {
   std::atomic<std::uint64_t> responses[5] = {};
   std::atomic<std::uint64_t> opened{0}, closed{0}, held{0}, received{0}, sent{0}, handler_ns{0}, handler_calls{0};
   std::atomic<std::uint64_t> buckets[kBuckets.size() + 1] = {};
+  std::atomic<std::uint64_t> h2_opened{0}, h2_closed{0}, streams_opened{0}, streams_closed{0};
 };
 
 ServerStats::ServerStats() : stripes_(new Stripe[kStripes]) {}  // aligned new: a line apart
@@ -29,6 +30,10 @@ ServerStats::Stripe& ServerStats::mine() noexcept {
 void ServerStats::connection_opened() noexcept { add(mine().opened, 1); }
 void ServerStats::connection_closed() noexcept { add(mine().closed, 1); }
 void ServerStats::connection_held_at_cap() noexcept { add(mine().held, 1); }
+void ServerStats::http2_connection_opened() noexcept { add(mine().h2_opened, 1); }
+void ServerStats::http2_connection_closed() noexcept { add(mine().h2_closed, 1); }
+void ServerStats::stream_opened() noexcept { add(mine().streams_opened, 1); }
+void ServerStats::stream_closed() noexcept { add(mine().streams_closed, 1); }
 
 void ServerStats::response(int status, std::size_t received, std::size_t sent, std::int64_t handler_ns) noexcept {
   Stripe& s = mine();
@@ -46,7 +51,7 @@ void ServerStats::response(int status, std::size_t received, std::size_t sent, s
 
 ServerStats::Snapshot ServerStats::snapshot() const noexcept {
   Snapshot out;
-  std::uint64_t closed = 0;
+  std::uint64_t closed = 0, h2_closed = 0, streams_closed = 0;
   for (std::size_t k = 0; k < kStripes; ++k) {
     const Stripe& s = stripes_[k];
     for (std::size_t i = 0; i < 5; ++i) out.responses[i] += s.responses[i].load(kRelaxed);
@@ -58,9 +63,15 @@ ServerStats::Snapshot ServerStats::snapshot() const noexcept {
     out.handler_seconds_ns += s.handler_ns.load(kRelaxed);
     out.handler_calls += s.handler_calls.load(kRelaxed);
     for (std::size_t i = 0; i < out.handler_buckets.size(); ++i) out.handler_buckets[i] += s.buckets[i].load(kRelaxed);
+    out.http2_connections_opened += s.h2_opened.load(kRelaxed);
+    h2_closed += s.h2_closed.load(kRelaxed);
+    out.streams_opened += s.streams_opened.load(kRelaxed);
+    streams_closed += s.streams_closed.load(kRelaxed);
   }
   // Read apart, a close may be counted before its open: never below zero.
   out.connections_open = out.connections_opened > closed ? out.connections_opened - closed : 0;
+  out.http2_connections_open = out.http2_connections_opened > h2_closed ? out.http2_connections_opened - h2_closed : 0;
+  out.streams_open = out.streams_opened > streams_closed ? out.streams_opened - streams_closed : 0;
   return out;
 }
 
@@ -95,6 +106,14 @@ std::string ServerStats::to_prometheus(std::string_view prefix) const {
   head(out, prefix, "connections_held_at_cap_total", "counter",
        "Accepted connections that waited for a slot: max_connections handlers were live.");
   line(out, prefix, "connections_held_at_cap_total", "", s.connections_held_at_cap);
+  head(out, prefix, "http2_connections_open", "gauge", "HTTP/2 connections being served.");
+  line(out, prefix, "http2_connections_open", "", s.http2_connections_open);
+  head(out, prefix, "http2_connections_total", "counter", "HTTP/2 connections served, open ones included.");
+  line(out, prefix, "http2_connections_total", "", s.http2_connections_opened);
+  head(out, prefix, "streams_open", "gauge", "HTTP/2 request streams open (per connection: over http2_connections_open).");
+  line(out, prefix, "streams_open", "", s.streams_open);
+  head(out, prefix, "streams_total", "counter", "HTTP/2 request streams opened, open ones included.");
+  line(out, prefix, "streams_total", "", s.streams_opened);
   head(out, prefix, "received_bytes_total", "counter", "Request bytes consumed.");
   line(out, prefix, "received_bytes_total", "", s.bytes_received);
   head(out, prefix, "sent_bytes_total", "counter", "Response bytes written.");

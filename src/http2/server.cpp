@@ -28,6 +28,8 @@
 
 #include "shoal/channel/select.hpp"
 #include "shoal/detail/raise.hpp"
+#include "shoal/detail/task_record.hpp"
+#include "shoal/http/stats.hpp"
 #include "shoal/net/connections.hpp"
 #include "shoal/runtime/errors.hpp"
 #include "shoal/scope/cancel.hpp"
@@ -261,8 +263,15 @@ class Connection {
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cbs);
     if (rv != 0) throw std::bad_alloc();
+    if (http::ServerStats* stats = server.options().stats) stats->http2_connection_opened();
   }
-  ~Connection() { nghttp2_session_del(session_); }
+  ~Connection() {
+    nghttp2_session_del(session_);
+    if (http::ServerStats* stats = server_.options().stats) {
+      for (std::size_t i = 0; i < open(); ++i) stats->stream_closed();  // those the connection's end cut
+      stats->http2_connection_closed();
+    }
+  }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -627,6 +636,7 @@ Stream& Connection::open_stream(std::int32_t id) {
   }
   Stream& s = *streams_[open() - 1];
   s.slot = open() - 1;
+  if (http::ServerStats* stats = server_.options().stats) stats->stream_opened();
   s.open(id);
   s.sink.conn = this;
   s.source.conn = this;
@@ -637,6 +647,7 @@ Stream& Connection::open_stream(std::int32_t id) {
 }
 
 void Connection::forget(Stream& s) {
+  if (http::ServerStats* stats = server_.options().stats) stats->stream_closed();
   if (s.body_streamed) {  // what no handler will read (a reset stream's)
     unbuffer(s.body.size() - s.body_at);
     s.body.clear();
@@ -820,7 +831,28 @@ Task<void> Connection::start_waiting(TaskSet& set) {
   }
 }
 
+/// A stream handler's label in the task dump, "HTTP/2 stream 5: GET /a":
+/// kept in the task's frame and written only when a dump asks (the
+/// stream's method and path stay put while its handler runs).
+struct StreamLabel : shoal::detail::TaskDescriber {
+  const Stream* stream;
+  explicit StreamLabel(const Stream* s) noexcept : stream(s) {
+    describe = &write;
+    shoal::detail::describe_task(this);
+  }
+  ~StreamLabel() { shoal::detail::describe_task(nullptr); }
+  StreamLabel(const StreamLabel&) = delete;
+  StreamLabel& operator=(const StreamLabel&) = delete;
+  static void write(const TaskDescriber& self, std::string& out) {
+    const Stream& s = *static_cast<const StreamLabel&>(self).stream;
+    out.assign("HTTP/2 stream ");
+    out.append(std::to_string(s.id)).append(": ").append(s.value(s.method)).append(" ");
+    out.append(s.value(s.path).substr(0, 256));
+  }
+};
+
 Task<void> Connection::handle(Stream& s) {
+  const StreamLabel label(&s);
   try {
     const http::Request req = s.body_streamed ? http::Request(s.head, s.source) : http::Request(s.head, s.body);
     (void)co_await s.scope->run(handler_.call_async(handler_.self, req, s.res));

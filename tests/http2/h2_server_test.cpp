@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "shoal/http.hpp"
@@ -522,6 +523,29 @@ SHOAL_TEST(Http2Server, AReadInACancelledScopeThrowsCancelledAndTakesNothing) {
     co_await c.send(post(1, "/") + data(1, "hello", true));
     EXPECT_EQ(co_await body_of(c, 1), "cancelled hello");
   });
+}
+
+SHOAL_TEST(Http2Server, TheTaskDumpNamesEachStreamsHandlerAndTheStatsCountStreams) {
+  shoal::Event started, cancelled;
+  http::ServerStats stats;
+  http::ServerOptions o;
+  o.stats = &stats;
+  co_await with_h2_server(o, Hang{&started, &cancelled}, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(get(1, "/hang") + get(3, "/"));
+    co_await started.wait();
+    EXPECT_TRUE((co_await c.until(kHeaders, 3)).has_value());
+    std::ostringstream dump;
+    shoal::Runtime::dump_all(dump);
+    EXPECT_NE(dump.str().find("HTTP/2 stream 1: GET /hang"), std::string::npos) << dump.str();
+    const http::ServerStats::Snapshot now = stats.snapshot();
+    EXPECT_EQ(now.http2_connections_open, 1u);
+    EXPECT_EQ(now.streams_opened, 2u);
+    EXPECT_EQ(now.streams_open, 1u);  // /hang's
+    EXPECT_NE(stats.to_prometheus().find("http_streams_open 1\n"), std::string::npos) << stats.to_prometheus();
+  });
+  EXPECT_EQ(stats.snapshot().http2_connections_open, 0u);
+  EXPECT_EQ(stats.snapshot().streams_open, 0u);
 }
 
 }  // namespace

@@ -48,6 +48,13 @@ class ServerStats {
     std::array<std::uint64_t, kBuckets.size() + 1> handler_buckets{};
     std::uint64_t handler_seconds_ns = 0;  ///< the handlers' total time, ns
     std::uint64_t handler_calls = 0;       ///< handlers called
+    /// HTTP/2: connections served (a subset of connections_opened for h2c
+    /// on an HTTP/1.1 port) and their streams; streams_open /
+    /// http2_connections_open is the streams per connection now.
+    std::uint64_t http2_connections_opened = 0;
+    std::uint64_t http2_connections_open = 0;
+    std::uint64_t streams_opened = 0;  ///< request streams opened
+    std::uint64_t streams_open = 0;    ///< opened and not yet closed
   };
 
   /// Throws: std::bad_alloc (the stripes, 2 KiB).
@@ -72,6 +79,12 @@ class ServerStats {
   void connection_closed() noexcept;
   /// An accepted connection waits for a slot (net::ServeOptions::on_held_at_cap).
   void connection_held_at_cap() noexcept;
+  /// An HTTP/2 connection's serving starts / ends.
+  void http2_connection_opened() noexcept;
+  void http2_connection_closed() noexcept;
+  /// An HTTP/2 request stream opens / closes.
+  void stream_opened() noexcept;
+  void stream_closed() noexcept;
   /// A response went out for `status`, after `received` request bytes; the
   /// handler ran `handler_ns` (negative: no handler ran, e.g. a 400).
   void response(int status, std::size_t received, std::size_t sent, std::int64_t handler_ns) noexcept;
