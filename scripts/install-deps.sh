@@ -19,10 +19,12 @@ command -v ab >/dev/null || need+=(apache2-utils)
 command -v python3 >/dev/null || need+=(python3)
 # http-parser, the other side of the HTTP parser's differential fuzzer (tests/fuzz/http_diff_fuzz.cpp).
 [ -f /usr/include/http_parser.h ] || need+=(libhttp-parser-dev)
-# libnghttp2 (the HTTP/2 state machine and HPACK) for shoal::http2, and its
-# clients (nghttp, h2load) that drive it in tests/http2.
+# libnghttp2 (the HTTP/2 state machine and HPACK) for shoal::http2, its
+# clients (nghttp, h2load) that drive it in tests/http2, and its server
+# (nghttpd), which shoal's own client talks to there.
 [ -f /usr/include/nghttp2/nghttp2.h ] || need+=(libnghttp2-dev)
 command -v nghttp >/dev/null || need+=(nghttp2-client)
+[ -x /usr/sbin/nghttpd ] || need+=(nghttp2-server)
 # Relacy, the C++ memory-model checker of tests/relacy (header-only).
 [ -f /usr/include/relacy/relacy.hpp ] || need+=(relacy-dev)
 if [ ${#need[@]} -gt 0 ]; then

@@ -83,6 +83,14 @@ void head(std::string& out, std::string_view prefix, const char* name, const cha
 void line(std::string& out, std::string_view prefix, const char* name, std::string_view labels, std::uint64_t v) {
   out.append(prefix).append("_").append(name).append(labels).append(" ").append(std::to_string(v)).append("\n");
 }
+/// `<what>_open` (a gauge) and `<what>_total` (a counter, the open included).
+void open_and_total(std::string& out, std::string_view prefix, const std::string& what, const std::string& help,
+                    std::uint64_t open, std::uint64_t total) {
+  head(out, prefix, (what + "_open").c_str(), "gauge", (help + " open now.").c_str());
+  line(out, prefix, (what + "_open").c_str(), "", open);
+  head(out, prefix, (what + "_total").c_str(), "counter", (help + " opened, the open ones included.").c_str());
+  line(out, prefix, (what + "_total").c_str(), "", total);
+}
 std::string seconds(double s) {
   std::string t = std::to_string(s);  // "0.000100": trim the zeros Prometheus does not need
   while (t.size() > 1 && t.back() == '0') t.pop_back();
@@ -99,21 +107,14 @@ std::string ServerStats::to_prometheus(std::string_view prefix) const {
   static const char* const kClass[] = {"{code=\"1xx\"}", "{code=\"2xx\"}", "{code=\"3xx\"}", "{code=\"4xx\"}",
                                        "{code=\"5xx\"}"};
   for (std::size_t i = 0; i < 5; ++i) line(out, prefix, "responses_total", kClass[i], s.responses[i]);
-  head(out, prefix, "connections_open", "gauge", "Connections being served.");
-  line(out, prefix, "connections_open", "", s.connections_open);
-  head(out, prefix, "connections_total", "counter", "Connections served, open ones included.");
-  line(out, prefix, "connections_total", "", s.connections_opened);
+  open_and_total(out, prefix, "connections", "Connections", s.connections_open, s.connections_opened);
   head(out, prefix, "connections_held_at_cap_total", "counter",
        "Accepted connections that waited for a slot: max_connections handlers were live.");
   line(out, prefix, "connections_held_at_cap_total", "", s.connections_held_at_cap);
-  head(out, prefix, "http2_connections_open", "gauge", "HTTP/2 connections being served.");
-  line(out, prefix, "http2_connections_open", "", s.http2_connections_open);
-  head(out, prefix, "http2_connections_total", "counter", "HTTP/2 connections served, open ones included.");
-  line(out, prefix, "http2_connections_total", "", s.http2_connections_opened);
-  head(out, prefix, "streams_open", "gauge", "HTTP/2 request streams open (per connection: over http2_connections_open).");
-  line(out, prefix, "streams_open", "", s.streams_open);
-  head(out, prefix, "streams_total", "counter", "HTTP/2 request streams opened, open ones included.");
-  line(out, prefix, "streams_total", "", s.streams_opened);
+  open_and_total(out, prefix, "http2_connections", "HTTP/2 connections", s.http2_connections_open,
+                 s.http2_connections_opened);
+  open_and_total(out, prefix, "streams", "HTTP/2 request streams (per connection: over http2_connections_open)",
+                 s.streams_open, s.streams_opened);
   head(out, prefix, "received_bytes_total", "counter", "Request bytes consumed.");
   line(out, prefix, "received_bytes_total", "", s.bytes_received);
   head(out, prefix, "sent_bytes_total", "counter", "Response bytes written.");

@@ -149,32 +149,7 @@ SHOAL_TEST(HttpStream, AWriteInACancelledScopeThrowsCancelledAndSendsNothing) {
   });
 }
 
-/// Reads the body in pieces; after the first, sets `first` (if given) and
-/// waits for `go`. Answers "<bytes> <pieces>"; /unread answers at once.
-struct Counter {
-  shoal::Event* first = nullptr;
-  shoal::Event* go = nullptr;
-  bool streamed = true;  // the server streams the body
-  Task<void> operator()(const http::Request& req, http::Response& res) const {
-    if (req.target() == "/unread") {
-      res.body = "not read";
-      co_return;
-    }
-    EXPECT_EQ(req.body_streamed(), streamed);
-    char buf[7];
-    std::size_t total = 0, pieces = 0;
-    for (;;) {
-      const std::size_t n = co_await req.read_some(std::as_writable_bytes(std::span(buf)));
-      if (n == 0) break;
-      total += n;
-      if (++pieces == 1 && first != nullptr) {
-        first->set();
-        co_await go->wait();
-      }
-    }
-    res.body = std::to_string(total) + " " + std::to_string(pieces);
-  }
-};
+using shoal::test::BodyCounter;
 
 http::ServerOptions streamed() {
   http::ServerOptions o;
@@ -185,7 +160,7 @@ http::ServerOptions streamed() {
 
 SHOAL_TEST(HttpStream, AStreamedBodyReachesTheHandlerBeforeItEnds) {
   shoal::Event first, go;
-  co_await with_server(streamed(), Counter{&first, &go}, [&](Address addr) -> Task<void> {
+  co_await with_server(streamed(), BodyCounter{&first, &go}, [&](Address addr) -> Task<void> {
     Stream c = co_await shoal::net::connect(addr);
     co_await c.write_all(std::string_view("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n0123456789"));
     co_await first.wait();  // the handler read some of a body whose end is not sent
@@ -197,7 +172,7 @@ SHOAL_TEST(HttpStream, AStreamedBodyReachesTheHandlerBeforeItEnds) {
 }
 
 SHOAL_TEST(HttpStream, AStreamedChunkedBodyIsDecodedAndThePipelinedRequestAfterItServed) {
-  co_await with_server(streamed(), Counter{}, [&](Address addr) -> Task<void> {
+  co_await with_server(streamed(), BodyCounter{}, [&](Address addr) -> Task<void> {
     Stream c = co_await shoal::net::connect(addr);
     co_await c.write_all(std::string_view(
         "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -211,7 +186,7 @@ SHOAL_TEST(HttpStream, AStreamedChunkedBodyIsDecodedAndThePipelinedRequestAfterI
 }
 
 SHOAL_TEST(HttpStream, ExpectContinueIsAnsweredAtTheHandlersFirstRead) {
-  co_await with_server(streamed(), Counter{}, [&](Address addr) -> Task<void> {
+  co_await with_server(streamed(), BodyCounter{}, [&](Address addr) -> Task<void> {
     Stream c = co_await shoal::net::connect(addr);
     co_await c.write_all(
         std::string_view("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"));
@@ -223,7 +198,7 @@ SHOAL_TEST(HttpStream, ExpectContinueIsAnsweredAtTheHandlersFirstRead) {
 }
 
 SHOAL_TEST(HttpStream, ABodyTheHandlerLeftUnreadClosesTheConnectionAfterTheAnswer) {
-  co_await with_server(streamed(), Counter{}, [&](Address addr) -> Task<void> {
+  co_await with_server(streamed(), BodyCounter{}, [&](Address addr) -> Task<void> {
     Stream c = co_await shoal::net::connect(addr);
     co_await c.write_all(std::string_view("POST /unread HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nxx"));
     std::string got;
@@ -235,7 +210,7 @@ SHOAL_TEST(HttpStream, ABodyTheHandlerLeftUnreadClosesTheConnectionAfterTheAnswe
 }
 
 SHOAL_TEST(HttpStream, BadChunkFramingInAStreamedBodyIsAnswered400NamingIt) {
-  co_await with_server(streamed(), Counter{}, [&](Address addr) -> Task<void> {
+  co_await with_server(streamed(), BodyCounter{}, [&](Address addr) -> Task<void> {
     Stream c = co_await shoal::net::connect(addr);
     co_await c.write_all(
         std::string_view("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX"));
@@ -266,7 +241,7 @@ SHOAL_TEST(HttpStream, ReadAllRefusesABodyPastItsLimitWith413) {
 }
 
 SHOAL_TEST(HttpStream, ReadSomeReadsAWholeBodyFromMemoryWhenItIsNotStreamed) {
-  co_await with_server(Counter{.streamed = false}, [&](Address addr) -> Task<void> {
+  co_await with_server(BodyCounter{.streamed = false}, [&](Address addr) -> Task<void> {
     Stream c = co_await shoal::net::connect(addr);
     co_await c.write_all(std::string_view("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123456789"));
     std::string got;

@@ -1,18 +1,29 @@
 // shoal::http2 driven by real HTTP/2 clients nobody here wrote: curl (with
 // prior knowledge of h2c), nghttp and h2load (Debian's nghttp2-client) and
-// Node's http2 module, each as a child process against an in-process server.
+// Node's http2 module, each as a child process against an in-process server;
+// and shoal's own client (http2::connect) against the server and nghttpd.
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "shoal/http.hpp"
 #include "http2/h2_support.hpp"
+#include "http/streaming_handlers.hpp"
+#include "shoal/http2/client.hpp"
 #include "shoal/http2/server.hpp"
+#include "shoal/process/process.hpp"
+#include "shoal/scope/cancel_scope.hpp"
 #include "shoal/sync/event.hpp"
+#include "shoal/time/sleep.hpp"
 #if SHOAL_TEST_TLS
 #include "shoal/http2/https.hpp"
 #endif
@@ -280,14 +291,7 @@ struct Uploads {
   shoal::Event* counted;
   Task<void> operator()(const http::Request& req, http::Response& res) const {
     if (req.target() == "/hold") co_await counted->wait();
-    std::array<std::byte, 65536> buf;
-    std::size_t total = 0;
-    std::uint32_t sum = 0;
-    while (const std::size_t n = co_await req.read_some(buf)) {
-      total += n;
-      for (std::size_t i = 0; i < n; ++i) sum += std::to_integer<std::uint32_t>(buf[i]);
-    }
-    res.body = std::to_string(total) + " " + std::to_string(sum);
+    res.body = co_await shoal::test::count_body(req);
     if (req.target() == "/count") counted->set();
   }
 };
@@ -304,16 +308,12 @@ SHOAL_TEST(Http2Clients, CurlStreamsATenMebibyteUploadToAHandlerThatReadsAsItGoe
   shoal::Event counted;
   co_await with_h2_server(streamed_bodies(), Uploads{&counted}, [](std::string addr) -> Task<void> {
     std::string body(10 << 20, 'b');
-    std::uint32_t sum = 0;
-    for (std::size_t i = 0; i < body.size(); ++i) {
-      if (i % 4096 == 0) body[i] = static_cast<char>('a' + (i / 4096) % 26);
-      sum += static_cast<unsigned char>(body[i]);
-    }
+    for (std::size_t i = 0; i < body.size(); i += 4096) body[i] = static_cast<char>('a' + (i / 4096) % 26);
     const std::vector<std::string> argv{"curl", "-sS", "--http2-prior-knowledge", "--data-binary", "@-",
                                         url(addr, "/count")};
     const Ran r = co_await run_client(argv, body);
     EXPECT_TRUE(r.status.success()) << r.status.to_string() << ": " << r.err;
-    EXPECT_EQ(r.out, std::to_string(body.size()) + " " + std::to_string(sum));
+    EXPECT_EQ(r.out, shoal::test::counted(body));
   });
 }
 
@@ -347,6 +347,190 @@ for (const path of ['/hold', '/count']) {
     EXPECT_TRUE(r.status.success()) << r.status.to_string() << ": " << r.err;
     EXPECT_EQ(r.out, "/count=3145728 3145728 /hold=3145728 3145728\n") << r.err;
   });
+}
+
+// ---- shoal's client ---------------------------------------------------------
+
+Address address_of(const std::string& addr) { return Address::parse(addr); }
+
+SHOAL_TEST(Http2Clients, TheClientGetsAndPostsOnOneConnection) {
+  http::ServerStats stats;
+  http::ServerOptions o;
+  o.stats = &stats;
+  co_await with_h2_server(o, Echo{}, [](std::string addr) -> Task<void> {
+    co_await http2::connect(address_of(addr), [&](http2::Client& c) -> Task<void> {
+      const http2::ClientResponse got = co_await c.get("/hello?x=1");
+      EXPECT_EQ(got.status, 200);
+      EXPECT_EQ(got.body, "GET /hello?x=1 ");
+      EXPECT_EQ(got.header("X-Host"), addr);  // :authority, the address connected to
+      EXPECT_FALSE(got.header("date").empty());
+      const std::string big(300'000, 'p');  // past the first stream window's worth of frames
+      const std::vector<http2::Field> fields{{"content-type", "text/plain"}};  // g++ 12: no braced list in co_await
+      const http2::ClientResponse posted = co_await c.request("POST", "/up", big, fields);
+      EXPECT_EQ(posted.status, 200);
+      EXPECT_TRUE(posted.body == "POST /up " + big) << posted.body.substr(0, 40);
+      EXPECT_EQ((co_await c.get("/status/404")).status, 404);
+    });
+  });
+  EXPECT_EQ(stats.snapshot().http2_connections_opened, 1u);
+  EXPECT_EQ(stats.snapshot().streams_opened, 3u);
+}
+
+SHOAL_TEST(Http2Clients, TheClientRunsAHundredRequestsAtOnceWithinTheServersStreamLimit) {
+  std::atomic<int> now{0}, most{0};
+  shoal::Event two;
+  http::ServerOptions o;
+  o.max_concurrent_streams = 8;
+  co_await with_h2_server(o, Concurrency{&now, &most, &two}, [](std::string addr) -> Task<void> {
+    co_await http2::connect(address_of(addr), [&](http2::Client& c) -> Task<void> {
+      std::atomic<int> ok{0};
+      co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+        for (int i = 0; i < 100; ++i) {
+          s.spawn([&c, &ok, i]() -> Task<void> {
+            const http2::ClientResponse r = co_await c.get("/" + std::to_string(i));
+            if (r.status == 200 && r.body == "ok") ok.fetch_add(1);
+          });
+        }
+        co_return;
+      });
+      EXPECT_EQ(ok.load(), 100);
+    });
+  });
+  EXPECT_GE(most.load(), 2);  // they did run at once
+  EXPECT_LE(most.load(), 8);  // the client kept to the advertised limit: none was refused
+}
+
+/// /hang as Hang; the rest answer with a trailer.
+struct HangOrTrailer {
+  shoal::test::Hang hang;
+  Task<void> operator()(const http::Request& req, http::Response& res) const {
+    if (req.target() == "/hang") {
+      co_await hang(req, res);
+      co_return;
+    }
+    res.body = "payload";
+    res.set_trailer("grpc-status", "0");
+  }
+};
+
+SHOAL_TEST(Http2Clients, ACancelledClientRequestResetsItsStreamAndTheServersHandlerIsCancelled) {
+  shoal::Event started, cancelled;
+  co_await with_h2_server({}, HangOrTrailer{{&started, &cancelled}}, [&](std::string addr) -> Task<void> {
+    co_await http2::connect(address_of(addr), [&](http2::Client& c) -> Task<void> {
+      shoal::CancelScope cut;
+      co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+        s.spawn([&]() -> Task<void> {
+          co_await started.wait();
+          cut.cancel();
+        });
+        const bool done = co_await cut.run([&]() -> Task<void> { (void)co_await c.get("/hang"); }());
+        EXPECT_FALSE(done);
+      });
+      const bool seen = co_await shoal::move_on_after(30s, cancelled.wait());
+      EXPECT_TRUE(seen) << "the server's handler was not cancelled by the client's reset";
+      const http2::ClientResponse r = co_await c.get("/");  // the connection serves on
+      EXPECT_EQ(r.body, "payload");
+      EXPECT_EQ(r.trailers.size(), 1u);
+      if (r.trailers.size() == 1) {
+        EXPECT_EQ(r.trailers[0].name, "grpc-status");
+        EXPECT_EQ(r.trailers[0].value, "0");
+      }
+    });
+  });
+}
+
+SHOAL_TEST(Http2Clients, AResponsePastTheClientsMaxBodyFailsItsRequestWithAMessage) {
+  co_await with_h2_server({}, Echo{}, [](std::string addr) -> Task<void> {
+    http2::ClientOptions options;
+    options.max_body = 1000;
+    co_await http2::connect(
+        address_of(addr),
+        [&](http2::Client& c) -> Task<void> {
+          try {
+            (void)co_await c.request("POST", "/big", std::string(5000, 'x'));
+            ADD_FAILURE() << "a 5 kB body passed a 1000-byte max_body";
+          } catch (const http2::RequestError& e) {
+            EXPECT_NE(std::string(e.what()).find("max_body (1000 bytes)"), std::string::npos) << e.what();
+            EXPECT_FALSE(e.retryable());
+          }
+          EXPECT_EQ((co_await c.get("/small")).body, "GET /small ");  // the connection serves on
+        },
+        options);
+  });
+}
+
+SHOAL_TEST(Http2Clients, RequestsFailWithRequestErrorOnceTheServerHasGone) {
+  auto listener = shoal::net::Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {  // a "server" that accepts, reads a little and goes
+      shoal::net::Stream conn = co_await listener.accept();
+      std::array<std::byte, 64> buf;
+      (void)co_await conn.read_some(buf);
+    });
+    co_await http2::connect(addr, [&](http2::Client& c) -> Task<void> {
+      for (int i = 0; i < 2; ++i) {  // the one in flight, then one after the end
+        try {
+          (void)co_await c.get("/");
+          ADD_FAILURE() << "a request to a server that went away succeeded";
+        } catch (const http2::RequestError& e) {
+          EXPECT_NE(std::string(e.what()).find("shoal::http2::Client: "), std::string::npos) << e.what();
+        }
+      }
+    });
+  });
+}
+
+SHOAL_TEST(Http2Clients, TheClientGetsAFileFromNghttpd) {
+  if (!have("nghttpd")) co_return;
+  char dir_template[] = "/tmp/shoal-nghttpd-XXXXXX";
+  const std::string dir = ::mkdtemp(dir_template);
+  std::string content;
+  for (int i = 0; content.size() < 200'000; ++i) content += std::to_string(i) + "\n";
+  {
+    std::FILE* f = std::fopen((dir + "/file.txt").c_str(), "wb");
+    EXPECT_NE(f, nullptr);
+    if (f != nullptr) {
+      std::fwrite(content.data(), 1, content.size(), f);
+      std::fclose(f);
+    }
+  }
+  // A free port: bound, then released for nghttpd (which takes no socket).
+  std::string port;
+  {
+    auto probe = shoal::net::Listener::bind(Address::parse("127.0.0.1:0"));
+    const std::string a = probe.local_address().to_string();
+    port = a.substr(a.rfind(':') + 1);
+  }
+  auto server = shoal::process::spawn({"nghttpd", "--no-tls", "-a", "127.0.0.1", "-d", dir, port});
+  // nghttpd says nothing when it listens: connect until it does (bounded).
+  std::optional<shoal::net::Stream> conn;
+  for (int attempt = 0; attempt < 200 && !conn; ++attempt) {
+    bool refused = false;
+    try {
+      conn = co_await shoal::net::connect(Address::parse("127.0.0.1:" + port));
+    } catch (const std::system_error&) {
+      refused = true;
+    }
+    if (refused) co_await shoal::sleep_for(10ms);
+  }
+  EXPECT_TRUE(conn.has_value()) << "nghttpd did not listen on " << port;
+  if (conn) {
+    http2::ClientOptions options;
+    options.authority = "127.0.0.1:" + port;
+    co_await http2::connect(
+        *conn,
+        [&](http2::Client& c) -> Task<void> {
+          const http2::ClientResponse r = co_await c.get("/file.txt");
+          EXPECT_EQ(r.status, 200);
+          EXPECT_TRUE(r.body == content) << r.body.size() << " bytes";
+          EXPECT_EQ((co_await c.get("/missing")).status, 404);
+        },
+        options);
+  }
+  server.kill(SIGTERM);
+  (void)co_await server.wait();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -33,26 +33,7 @@ namespace http2 = shoal::http2;
 
 SHOAL_TEST_SUITE(Http2Server);
 
-/// /hang waits until cancelled (saying when it started and when it was
-/// cancelled); anything else answers "ok".
-struct Hang {
-  shoal::Event* started;
-  shoal::Event* cancelled;
-  Task<void> operator()(const http::Request& req, http::Response& res) const {
-    if (req.target() != "/hang") {
-      res.body = "ok";
-      co_return;
-    }
-    started->set();
-    shoal::Event never;
-    try {
-      co_await never.wait();
-    } catch (const shoal::Cancelled&) {
-      cancelled->set();
-      throw;
-    }
-  }
-};
+using shoal::test::Hang;
 
 SHOAL_TEST(Http2Server, APeersResetCancelsThatStreamsHandlerAndTheConnectionServesOn) {
   shoal::Event started, cancelled;
@@ -393,29 +374,10 @@ SHOAL_TEST(Http2Server, AVoidHandlersWriteIsRefusedAndAnswered500) {
   });
 }
 
-/// Reads the body in pieces; after the first, sets `first` and waits for
-/// `go`. Answers "<bytes> <pieces>"; /unread answers without reading.
-struct BodyCounter {
-  shoal::Event* first;
-  shoal::Event* go;
-  Task<void> operator()(const http::Request& req, http::Response& res) const {
-    if (req.target() == "/unread") {
-      res.body = "not read";
-      co_return;
-    }
-    EXPECT_TRUE(req.body_streamed());
-    char buf[4];
-    std::size_t total = 0, pieces = 0;
-    while (const std::size_t n = co_await req.read_some(std::as_writable_bytes(std::span(buf)))) {
-      total += n;
-      if (++pieces == 1) {
-        first->set();
-        co_await go->wait();
-      }
-    }
-    res.body = std::to_string(total) + " " + std::to_string(pieces);
-  }
-};
+/// BodyCounter reading 4 bytes at a time.
+shoal::test::BodyCounter counter(shoal::Event* first, shoal::Event* go) {
+  return shoal::test::BodyCounter{.first = first, .go = go, .piece = 4};
+}
 
 http::ServerOptions streamed_bodies() {
   http::ServerOptions o;
@@ -436,7 +398,7 @@ Task<std::string> body_of(Client& c, std::uint32_t id) {
 
 SHOAL_TEST(Http2Server, AStreamedBodyReachesTheHandlerBeforeItsStreamEnds) {
   shoal::Event first, go;
-  co_await with_h2_server(streamed_bodies(), BodyCounter{&first, &go}, [&](std::string addr) -> Task<void> {
+  co_await with_h2_server(streamed_bodies(), counter(&first, &go), [&](std::string addr) -> Task<void> {
     Client c = co_await Client::open(addr);
     co_await c.send(post(1, "/") + data(1, "0123", false));
     co_await first.wait();  // the handler read part of a body whose stream has not ended
@@ -449,7 +411,7 @@ SHOAL_TEST(Http2Server, AStreamedBodyReachesTheHandlerBeforeItsStreamEnds) {
 SHOAL_TEST(Http2Server, ABodyTheHandlerLeftUnreadIsDroppedAndTheConnectionServesOn) {
   shoal::Event first, go;
   go.set();
-  co_await with_h2_server(streamed_bodies(), BodyCounter{&first, &go}, [&](std::string addr) -> Task<void> {
+  co_await with_h2_server(streamed_bodies(), counter(&first, &go), [&](std::string addr) -> Task<void> {
     Client c = co_await Client::open(addr);
     co_await c.send(post(1, "/unread") + data(1, "abc", false));
     EXPECT_EQ(co_await body_of(c, 1), "not read");
@@ -463,7 +425,7 @@ SHOAL_TEST(Http2Server, AStreamedBodyThatStopsArrivingIsAnswered408) {
   go.set();
   http::ServerOptions o = streamed_bodies();
   o.header_timeout = 100ms;
-  co_await with_h2_server(o, BodyCounter{&first, &go}, [&](std::string addr) -> Task<void> {
+  co_await with_h2_server(o, counter(&first, &go), [&](std::string addr) -> Task<void> {
     Client c = co_await Client::open(addr);
     co_await c.send(post(1, "/") + data(1, "0123", false));  // and then nothing
     const std::string body = co_await body_of(c, 1);

@@ -9,9 +9,32 @@
 
 #include "shoal/http.hpp"
 #include "shoal/http2/server.hpp"
+#include "shoal/runtime/errors.hpp"
 #include "shoal/scope/scope.hpp"
+#include "shoal/sync/event.hpp"
 
 namespace shoal::test {
+
+/// /hang waits until cancelled (saying when it started and when it was
+/// cancelled); anything else answers "ok".
+struct Hang {
+  Event* started;
+  Event* cancelled;
+  Task<void> operator()(const http::Request& req, http::Response& res) const {
+    if (req.target() != "/hang") {
+      res.body = "ok";
+      co_return;
+    }
+    started->set();
+    Event never;
+    try {
+      co_await never.wait();
+    } catch (const Cancelled&) {
+      cancelled->set();
+      throw;
+    }
+  }
+};
 
 /// Serves h2c with `handler` on 127.0.0.1 while `client(address)` runs.
 /// A handler's failure (answered 500 on its stream, rethrown as the

@@ -42,8 +42,10 @@ Task<void> serve_owned(http::Server& server, S conn, http::detail::HandlerRef ha
 /// the client closes it or a connection error ends it. The client's preface
 /// is read from the connection; `preread` is what of it (and after it) a
 /// caller already read. Each request runs `handler(const Request&,
-/// Response&)` (void or Task<void>) in a task of its own, with the whole
-/// request body; a peer's RST_STREAM cancels that task. A handler's
+/// Response&)` (void or Task<void>) in a task of its own (a void one on
+/// the connection's task), with the whole request body or, with
+/// ServerOptions::stream_request_body, the body as it arrives; a peer's
+/// RST_STREAM cancels that task. A handler's
 /// exception answers its stream with 500; the first one is rethrown once
 /// the connection ends.
 /// Checkpoint: yes (every wait on the connection is one).
