@@ -289,7 +289,7 @@ void ClientConnection::start(std::shared_ptr<ClientCall> c) {
   std::vector<nghttp2_nv> nva;
   nva.reserve(4 + c->fields.size());
   nva.push_back(nv(":method", c->method));
-  nva.push_back(nv(":scheme", "http"));
+  nva.push_back(nv(":scheme", options_.scheme.empty() ? std::string_view("http") : std::string_view(options_.scheme)));
   nva.push_back(nv(":authority", options_.authority));
   nva.push_back(nv(":path", c->path));
   for (const Field& f : c->fields) nva.push_back(nv(f.name, f.value));

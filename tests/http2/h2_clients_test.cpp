@@ -184,6 +184,39 @@ SHOAL_TEST(Http2Clients, CurlOverTlsGetsHttp2ByAlpnAndHttp11WhenItAsksForIt) {
     stop.trigger();
   });
 }
+
+SHOAL_TEST(Http2Clients, TheClientSpeaksHttp2OverTlsAfterAlpnChoseH2) {
+  auto listener = shoal::net::Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  shoal::tls::ServerOptions tls_options;
+  tls_options.certificate_chain_file = shoal::test::certs().cert;
+  tls_options.private_key_file = shoal::test::certs().key;
+  tls_options.alpn = {"h2", "http/1.1"};
+  shoal::net::ShutdownSignal stop;
+  shoal::net::ServeOptions opts;
+  opts.shutdown = &stop;
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn(http2::serve(listener, opts, http::ServerOptions{}, shoal::tls::Context::server(tls_options), Echo{}));
+    shoal::tls::ClientOptions client_options;
+    client_options.ca_file = shoal::test::certs().ca;
+    client_options.alpn = {"h2"};
+    const shoal::tls::Context ctx = shoal::tls::Context::client(client_options);
+    shoal::net::Stream tcp = co_await shoal::net::connect(addr);
+    shoal::tls::Stream tls = co_await shoal::tls::connect(std::move(tcp), ctx, "127.0.0.1");
+    EXPECT_EQ(tls.alpn(), "h2");
+    http2::ClientOptions options;
+    options.authority = addr.to_string();
+    co_await http2::connect(
+        tls,
+        [](http2::Client& c) -> Task<void> {
+          const http2::ClientResponse r = co_await c.get("/secure");
+          EXPECT_EQ(r.status, 200);
+          EXPECT_EQ(r.body, "GET /secure ");
+        },
+        options);
+    stop.trigger();
+  });
+}
 #endif
 
 /// Counts the handlers running at once; each waits until two have run

@@ -48,6 +48,9 @@ struct ClientResponse {
 struct ClientOptions {
   /// The :authority of every request; empty: the address connected to.
   std::string authority;
+  /// The :scheme of every request; empty: "https" over a stream that
+  /// negotiated ALPN (a tls::Stream), else "http".
+  std::string scheme;
   /// A response body past this fails its request (the stream is reset).
   std::size_t max_body = 64u << 20;
   /// A response's header list, as HTTP/2 counts it (SETTINGS_MAX_HEADER_LIST_SIZE).
@@ -128,6 +131,9 @@ template <net::ByteStream S, class F>
 Task<void> connect(S& stream, F body, ClientOptions options = {}) {
   static_assert(std::is_same_v<std::invoke_result_t<F&, Client&>, Task<void>>,
                 "shoal::http2::connect: the body must be callable as body(Client&) returning Task<void>");
+  if (options.scheme.empty()) {
+    if constexpr (requires { stream.alpn(); }) options.scheme = "https";
+  }
   shoal::detail::ByteStreamRef ref(stream);  // named: g++ 12 and temporaries in co_await (docs/compilers.md)
   co_await detail::run_client(ref, std::move(options), &body, &detail::call_body<F>);
 }
