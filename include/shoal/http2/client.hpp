@@ -88,8 +88,18 @@ class Client {
   /// Thread-safety: any task, while connect's body runs.
   /// Throws: Cancelled; RequestError (reset, refused, the connection
   ///   ended, the body past max_body); std::bad_alloc.
-  Task<ClientResponse> request(std::string method, std::string path, std::string body = {},
-                               std::vector<Field> fields = {});
+  Task<ClientResponse> request(std::string method, std::string path, std::string body, std::vector<Field> fields);
+  // Overloads, not default arguments: g++ 12 destroys a default
+  // argument's temporary twice when the call is inside a co_await
+  // expression (docs/compilers.md).
+  /// request(method, path, body, {}).
+  Task<ClientResponse> request(std::string method, std::string path, std::string body) {
+    return request(std::move(method), std::move(path), std::move(body), std::vector<Field>());
+  }
+  /// request(method, path, "", {}).
+  Task<ClientResponse> request(std::string method, std::string path) {
+    return request(std::move(method), std::move(path), std::string(), std::vector<Field>());
+  }
   /// request("GET", path).
   Task<ClientResponse> get(std::string path) { return request("GET", std::move(path)); }
 
@@ -119,16 +129,22 @@ Task<void> call_body(void* body, Client& client) {
 /// Throws: Cancelled; what the body throws; std::system_error (connect,
 ///   the connection); RequestError out of the body's requests.
 template <class F>
-Task<void> connect(net::Address address, F body, ClientOptions options = {}) {
+Task<void> connect(net::Address address, F body, ClientOptions options) {
   static_assert(std::is_same_v<std::invoke_result_t<F&, Client&>, Task<void>>,
                 "shoal::http2::connect: the body must be callable as body(Client&) returning Task<void>");
   co_await detail::connect_client(address, std::move(options), &body, &detail::call_body<F>);
+}
+/// connect(address, body, ClientOptions()). (An overload, not a default
+/// argument: see Client::request.)
+template <class F>
+Task<void> connect(net::Address address, F body) {
+  return connect(address, std::move(body), ClientOptions());
 }
 
 /// The same on a connected ByteStream (a tls::Stream whose ALPN chose
 /// "h2", say), which must outlive the call.
 template <net::ByteStream S, class F>
-Task<void> connect(S& stream, F body, ClientOptions options = {}) {
+Task<void> connect(S& stream, F body, ClientOptions options) {
   static_assert(std::is_same_v<std::invoke_result_t<F&, Client&>, Task<void>>,
                 "shoal::http2::connect: the body must be callable as body(Client&) returning Task<void>");
   if (options.scheme.empty()) {
@@ -136,6 +152,12 @@ Task<void> connect(S& stream, F body, ClientOptions options = {}) {
   }
   shoal::detail::ByteStreamRef ref(stream);  // named: g++ 12 and temporaries in co_await (docs/compilers.md)
   co_await detail::run_client(ref, std::move(options), &body, &detail::call_body<F>);
+}
+
+/// connect(stream, body, ClientOptions()).
+template <net::ByteStream S, class F>
+Task<void> connect(S& stream, F body) {
+  return connect(stream, std::move(body), ClientOptions());
 }
 
 }  // namespace shoal::http2
