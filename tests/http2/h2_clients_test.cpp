@@ -158,20 +158,25 @@ SHOAL_TEST(Http2Clients, OnePortServesHttp11AndHttp2ByPriorKnowledge) {
 }
 
 #if SHOAL_TEST_TLS
+/// The test certificate, offering h2 and http/1.1 by ALPN.
+shoal::tls::Context h2_tls_server() {
+  shoal::tls::ServerOptions o;
+  o.certificate_chain_file = shoal::test::certs().cert;
+  o.private_key_file = shoal::test::certs().key;
+  o.alpn = {"h2", "http/1.1"};
+  return shoal::tls::Context::server(o);
+}
+
 SHOAL_TEST(Http2Clients, CurlOverTlsGetsHttp2ByAlpnAndHttp11WhenItAsksForIt) {
   if (!have("curl")) co_return;
   auto listener = shoal::net::Listener::bind(Address::parse("127.0.0.1:0"));
   const std::string port = std::to_string(listener.local_address().port());
-  shoal::tls::ServerOptions tls_options;
-  tls_options.certificate_chain_file = shoal::test::certs().cert;
-  tls_options.private_key_file = shoal::test::certs().key;
-  tls_options.alpn = {"h2", "http/1.1"};
   shoal::net::ShutdownSignal stop;
   shoal::net::ServeOptions opts;
   opts.shutdown = &stop;
   http::ServerOptions options;
   co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
-    s.spawn(http2::serve(listener, opts, options, shoal::tls::Context::server(tls_options), Echo{}));
+    s.spawn(http2::serve(listener, opts, options, h2_tls_server(), Echo{}));
     const std::string https = "https://127.0.0.1:" + port;
     const std::vector<std::string> h2{"curl", "-sS", "--http2", "--cacert", shoal::test::certs().ca,
                                       "-w", " %{http_version}", https + "/two"};
@@ -188,15 +193,11 @@ SHOAL_TEST(Http2Clients, CurlOverTlsGetsHttp2ByAlpnAndHttp11WhenItAsksForIt) {
 SHOAL_TEST(Http2Clients, TheClientSpeaksHttp2OverTlsAfterAlpnChoseH2) {
   auto listener = shoal::net::Listener::bind(Address::parse("127.0.0.1:0"));
   const Address addr = listener.local_address();
-  shoal::tls::ServerOptions tls_options;
-  tls_options.certificate_chain_file = shoal::test::certs().cert;
-  tls_options.private_key_file = shoal::test::certs().key;
-  tls_options.alpn = {"h2", "http/1.1"};
   shoal::net::ShutdownSignal stop;
   shoal::net::ServeOptions opts;
   opts.shutdown = &stop;
   co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
-    s.spawn(http2::serve(listener, opts, http::ServerOptions{}, shoal::tls::Context::server(tls_options), Echo{}));
+    s.spawn(http2::serve(listener, opts, http::ServerOptions{}, h2_tls_server(), Echo{}));
     shoal::tls::ClientOptions client_options;
     client_options.ca_file = shoal::test::certs().ca;
     client_options.alpn = {"h2"};
