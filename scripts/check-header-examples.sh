@@ -42,6 +42,7 @@ CONTEXT = {
     "shoal/http2/https.hpp": {
         "decls": "struct Handler { void operator()(const shoal::http::Request&, shoal::http::Response&) const {} };",
         "params": "shoal::net::Listener& listener, shoal::net::ServeOptions serve_options, Handler handler"},
+    "shoal/http2/client.hpp": {"params": "shoal::net::Address address"},
     "shoal/http2/server.hpp": {
         "decls": "struct Handler { void operator()(const shoal::http::Request&, shoal::http::Response&) const {} };",
         "params": "shoal::net::Stream& conn, Handler& handler"},

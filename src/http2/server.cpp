@@ -852,25 +852,29 @@ struct StreamLabel : shoal::detail::TaskDescriber {
 };
 
 Task<void> Connection::handle(Stream& s) {
-  const StreamLabel label(&s);
-  try {
-    const http::Request req = s.body_streamed ? http::Request(s.head, s.source) : http::Request(s.head, s.body);
-    (void)co_await s.scope->run(handler_.call_async(handler_.self, req, s.res));
-  } catch (const http::BodyError& e) {
-    // The client's doing, not the handler's: its status, unless the
-    // response has begun (then the stream is reset). Not reported.
-    if (s.res.streaming()) {
-      s.fault = std::current_exception();
-      s.client_fault = true;
-    } else {
-      s.res.reset();
-      s.res.status = e.status();
-      s.res.body.assign(e.what()).append("\n");
+  {
+    // Gone before finished(): the connection may reuse the stream's
+    // object from then on, while a dump could still read the label.
+    const StreamLabel label(&s);
+    try {
+      const http::Request req = s.body_streamed ? http::Request(s.head, s.source) : http::Request(s.head, s.body);
+      (void)co_await s.scope->run(handler_.call_async(handler_.self, req, s.res));
+    } catch (const http::BodyError& e) {
+      // The client's doing, not the handler's: its status, unless the
+      // response has begun (then the stream is reset). Not reported.
+      if (s.res.streaming()) {
+        s.fault = std::current_exception();
+        s.client_fault = true;
+      } else {
+        s.res.reset();
+        s.res.status = e.status();
+        s.res.body.assign(e.what()).append("\n");
+      }
+    } catch (...) {
+      std::exception_ptr e = std::current_exception();
+      if (is_cancellation(e)) throw;  // the connection is going: nobody waits for this stream
+      s.fault = std::move(e);
     }
-  } catch (...) {
-    std::exception_ptr e = std::current_exception();
-    if (is_cancellation(e)) throw;  // the connection is going: nobody waits for this stream
-    s.fault = std::move(e);
   }
   finished(s);
 }

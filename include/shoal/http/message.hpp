@@ -52,6 +52,7 @@ class BodySource {
 /// report it.
 class BodyError : public std::runtime_error {
  public:
+  /// `status` answers it; `what` names what was wrong.
   BodyError(int status, const std::string& what) : std::runtime_error(what), status_(status) {}
   /// The HTTP status that answers it.
   int status() const noexcept { return status_; }

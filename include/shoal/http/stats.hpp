@@ -51,8 +51,8 @@ class ServerStats {
     /// HTTP/2: connections served (a subset of connections_opened for h2c
     /// on an HTTP/1.1 port) and their streams; streams_open /
     /// http2_connections_open is the streams per connection now.
-    std::uint64_t http2_connections_opened = 0;
-    std::uint64_t http2_connections_open = 0;
+    std::uint64_t http2_connections_opened = 0;  ///< HTTP/2 connections whose serving started
+    std::uint64_t http2_connections_open = 0;    ///< opened and not yet ended
     std::uint64_t streams_opened = 0;  ///< request streams opened
     std::uint64_t streams_open = 0;    ///< opened and not yet closed
   };
@@ -79,11 +79,13 @@ class ServerStats {
   void connection_closed() noexcept;
   /// An accepted connection waits for a slot (net::ServeOptions::on_held_at_cap).
   void connection_held_at_cap() noexcept;
-  /// An HTTP/2 connection's serving starts / ends.
+  /// An HTTP/2 connection's serving starts.
   void http2_connection_opened() noexcept;
+  /// An HTTP/2 connection's serving ends.
   void http2_connection_closed() noexcept;
-  /// An HTTP/2 request stream opens / closes.
+  /// An HTTP/2 request stream opens.
   void stream_opened() noexcept;
+  /// An HTTP/2 request stream closes (or its connection ended).
   void stream_closed() noexcept;
   /// A response went out for `status`, after `received` request bytes; the
   /// handler ran `handler_ns` (negative: no handler ran, e.g. a 400).

@@ -31,20 +31,21 @@ namespace shoal::http2 {
 /// A header or trailer field: a name (lowercase on the wire, as HTTP/2
 /// requires) and its value.
 struct Field {
-  std::string name;
-  std::string value;
+  std::string name;   ///< lowercase on the wire
+  std::string value;  ///< as sent
 };
 
 /// A whole response.
 struct ClientResponse {
-  int status = 0;
+  int status = 0;               ///< the final status (an informational 1xx head is dropped)
   std::vector<Field> headers;   ///< as received, pseudo-headers apart
-  std::string body;
+  std::string body;             ///< the whole body
   std::vector<Field> trailers;  ///< fields after the body (gRPC's grpc-status)
   /// The first header named `name` (case-insensitive), or empty.
   std::string_view header(std::string_view name) const noexcept;
 };
 
+/// Settings of a client connection (connect).
 struct ClientOptions {
   /// The :authority of every request; empty: the address connected to.
   std::string authority;
@@ -62,6 +63,7 @@ struct ClientOptions {
 /// ended first. what() says which.
 class RequestError : public std::runtime_error {
  public:
+  /// `what` names the failure; `retryable`: the server did not process it.
   RequestError(const std::string& what, bool retryable) : std::runtime_error(what), retryable_(retryable) {}
   /// True if the server did not process the request (REFUSED_STREAM, or
   /// past a GOAWAY's last stream): it may be sent again.
