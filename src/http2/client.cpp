@@ -103,7 +103,6 @@ class ClientConnection {
   ClientConnection(const ClientConnection&) = delete;
   ClientConnection& operator=(const ClientConnection&) = delete;
 
-  const ClientOptions& options() const noexcept { return options_; }
   /// The requests' side, for connect's body.
   Client client() noexcept { return Client(*this); }
 
