@@ -25,6 +25,9 @@ command -v python3 >/dev/null || need+=(python3)
 [ -f /usr/include/nghttp2/nghttp2.h ] || need+=(libnghttp2-dev)
 command -v nghttp >/dev/null || need+=(nghttp2-client)
 [ -x /usr/sbin/nghttpd ] || need+=(nghttp2-server)
+# Python's h2 (hyper-h2), a third HTTP/2 client implementation for tests/http2.
+# (Debian's interpreter: a python3 earlier on PATH does not see Debian's modules.)
+/usr/bin/python3 -c 'import h2' 2>/dev/null || need+=(python3-h2)
 # Relacy, the C++ memory-model checker of tests/relacy (header-only).
 [ -f /usr/include/relacy/relacy.hpp ] || need+=(relacy-dev)
 if [ ${#need[@]} -gt 0 ]; then

@@ -56,9 +56,14 @@ constexpr std::size_t kMaxBufferedBodies = 8 * static_cast<std::size_t>(kInitial
 constexpr std::size_t kReadSize = 16384;
 
 /// The flood limits (docs/http2.md has why each, and what it ends with).
-/// RST_STREAM frames from the client: a burst, then so many a second
-/// (nghttp2's own defaults; its bucket, set looser, stays as a backstop).
+/// RST_STREAM frames from the client that reset a stream still open: a
+/// burst, then so many a second (nghttp2's own defaults). nghttp2's bucket
+/// counts every RST_STREAM, those for streams already closed too, which
+/// cost nothing: Python's h2 sends one for each frame that was in flight
+/// on a stream it reset, thousands after a handler's small writes. So
+/// nghttp2's is set far looser, a backstop only.
 constexpr double kResetBurst = 1000, kResetRate = 33;
+constexpr std::uint64_t kBackstopResetBurst = 1u << 16, kBackstopResetRate = 1u << 10;
 /// Empty DATA frames that do not end their stream: they move nothing and
 /// cost a frame's work each (CVE-2019-9518).
 constexpr double kEmptyBurst = 1000, kEmptyRate = 100;
@@ -257,8 +262,7 @@ class Connection {
     nghttp2_option_set_no_auto_window_update(opt, 1);
     nghttp2_option_set_max_continuations(opt, kMaxContinuations);
     nghttp2_option_set_max_outbound_ack(opt, kMaxOutboundAcks);
-    nghttp2_option_set_stream_reset_rate_limit(opt, static_cast<std::uint64_t>(2 * kResetBurst),
-                                               static_cast<std::uint64_t>(2 * kResetRate));
+    nghttp2_option_set_stream_reset_rate_limit(opt, kBackstopResetBurst, kBackstopResetRate);
     const int rv = nghttp2_session_server_new2(&session_, cbs, this, opt);
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cbs);
@@ -471,7 +475,8 @@ int Connection::on_data(nghttp2_session*, std::uint8_t, std::int32_t id, const s
 
 int Connection::on_frame(nghttp2_session*, const nghttp2_frame* frame, void* user) noexcept {
   Connection& c = of(user);
-  if (frame->hd.type == NGHTTP2_RST_STREAM && !c.resets_.take()) {
+  // nghttp2 closes the stream after this call: still ours if it was open.
+  if (frame->hd.type == NGHTTP2_RST_STREAM && c.stream(frame->hd.stream_id) != nullptr && !c.resets_.take()) {
     return c.calm("the client reset streams faster than the stream reset rate limit (1000, then 33 a second)");
   }
   if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0 &&

@@ -1,7 +1,6 @@
 // State dumps: what a watchdog, Runtime::dump_tasks and the dump signal
 // print about live runtimes. Best effort and never blocking: a node whose
 // lock is held (perhaps by a hung thread) is reported as such.
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -200,56 +199,90 @@ void Scheduler::dump_node(std::ostream& out, CancelNode* n, int depth) const {
 }
 
 // ---- the dump signal ---------------------------------------------------------
-// The handler writes the signal's number to a pipe (async-signal-safe); one
-// thread, started with the first runtime that asks, reads it and dumps every
-// live runtime that chose that signal to stderr. A thread of its own, so a
-// runtime whose workers are all stuck still answers.
+// The handler marks each runtime that chose the signal and wakes its
+// block_on threads (an atomic store and a futex wake: async-signal-safe);
+// the first to wake writes the dump to stderr (wait_root). That thread only
+// sleeps while the root runs, so a runtime whose workers are all stuck still
+// answers, and the signal costs no thread of its own (threads = workers + 1).
+//
+// The handler walks a list of those runtimes without a lock. A runtime
+// leaves it under the writers' lock, then waits until no handler is inside
+// the list: a handler counts itself in before it reads the head, the
+// leaver unlinks before it reads the count (both seq_cst), so either the
+// handler never sees the leaver or the leaver waits for it.
 namespace {
-int g_dump_pipe[2] = {-1, -1};
-std::once_flag g_dump_thread_once;
+std::mutex g_dump_list_mu;  // the writers
+std::atomic<Scheduler*> g_dump_head{nullptr};
+std::atomic<int> g_dump_handlers{0};
 std::mutex g_dump_install_mu;
 bool g_dump_installed[NSIG] = {};
+}  // namespace
 
+struct DumpSignalList {
+  static void add(Scheduler* s) {
+    std::lock_guard<std::mutex> g(g_dump_list_mu);
+    s->dump_next_.store(g_dump_head.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    g_dump_head.store(s, std::memory_order_seq_cst);
+  }
+
+  static void remove(Scheduler* s) noexcept {
+    std::lock_guard<std::mutex> g(g_dump_list_mu);
+    std::atomic<Scheduler*>* link = &g_dump_head;
+    for (Scheduler* at = link->load(std::memory_order_relaxed); at != s; at = link->load(std::memory_order_relaxed)) {
+      if (at == nullptr) return;
+      link = &at->dump_next_;
+    }
+    link->store(s->dump_next_.load(std::memory_order_relaxed), std::memory_order_seq_cst);
+    while (g_dump_handlers.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  }
+
+  static void ask(int sig) noexcept {
+    g_dump_handlers.fetch_add(1, std::memory_order_seq_cst);
+    for (Scheduler* s = g_dump_head.load(std::memory_order_seq_cst); s != nullptr;
+         s = s->dump_next_.load(std::memory_order_seq_cst)) {
+      if (s->dump_signal() == sig) s->dump_asked();
+    }
+    g_dump_handlers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+};
+
+namespace {
 extern "C" void on_dump_signal(int sig) {
   const int saved = errno;
-  const unsigned char b = static_cast<unsigned char>(sig);
-  [[maybe_unused]] const ssize_t n = ::write(g_dump_pipe[1], &b, 1);  // full pipe: a dump is pending anyway
+  DumpSignalList::ask(sig);
   errno = saved;
-}
-
-void dump_thread_main() {
-  for (;;) {
-    unsigned char sig = 0;
-    const ssize_t n = ::read(g_dump_pipe[0], &sig, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n != 1) return;
-    std::ostringstream out;
-    {
-      shim::lock_guard<shim::mutex> g(g_registry_mu);
-      for (const Scheduler* s : g_registry) {
-        if (s->dump_signal() == sig) s->dump_tasks(out);
-      }
-    }
-    const std::string text = out.str();
-    for (std::size_t done = 0; done < text.size();) {
-      const ssize_t w = ::write(STDERR_FILENO, text.data() + done, text.size() - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) break;
-      done += static_cast<std::size_t>(w);
-    }
-  }
 }
 }  // namespace
 
+void listen_for_dump_signal(Scheduler* s) { DumpSignalList::add(s); }
+void stop_listening_for_dump_signal(Scheduler* s) noexcept { DumpSignalList::remove(s); }
+
+void Scheduler::dump_asked() noexcept {
+  dump_asked_.store(true, std::memory_order_release);
+#if !defined(SHOAL_TSAN)
+  wake_block_on_threads();  // a futex wake (under TSan they look every kDumpLook instead)
+#endif
+}
+
+void Scheduler::answer_dump() noexcept {
+  if (!dump_asked_.exchange(false, std::memory_order_acq_rel)) return;  // another block_on thread took it
+  std::string text;
+  try {
+    std::ostringstream out;
+    dump_tasks(out);
+    text = out.str();
+  } catch (...) {
+    text = "shoal: the task dump failed (out of memory)\n";
+  }
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t w = ::write(STDERR_FILENO, text.data() + done, text.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    done += static_cast<std::size_t>(w);
+  }
+}
+
 void install_dump_signal(int sig) {
-  std::call_once(g_dump_thread_once, [] {
-    if (::pipe2(g_dump_pipe, O_CLOEXEC) != 0) {
-      throw std::system_error(errno, std::generic_category(), "shoal: RuntimeOptions::dump_signal: pipe2");
-    }
-    // The handler must never block: only the write end is non-blocking.
-    ::fcntl(g_dump_pipe[1], F_SETFL, ::fcntl(g_dump_pipe[1], F_GETFL) | O_NONBLOCK);
-    std::thread(dump_thread_main).detach();  // lives as long as the process, as the handler does
-  });
   std::lock_guard<std::mutex> g(g_dump_install_mu);
   if (g_dump_installed[sig]) return;
   struct sigaction sa {};

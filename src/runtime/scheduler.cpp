@@ -21,8 +21,10 @@ Scheduler::Scheduler(RuntimeOptions options)
   watch_enabled_ = pool_ != nullptr && options_.workers > 1;
   try {
     register_runtime(this);
+    if (options_.dump_signal != 0) listen_for_dump_signal(this);
     if (options_.track_waits) track_waits(true);
   } catch (...) {
+    stop_listening_for_dump_signal(this);
     unregister_runtime(this);
     begin_shutdown();
     pool_.reset();
@@ -33,6 +35,7 @@ Scheduler::Scheduler(RuntimeOptions options)
 
 Scheduler::~Scheduler() {
   if (options_.track_waits) track_waits(false);
+  stop_listening_for_dump_signal(this);
   unregister_runtime(this);
   begin_shutdown();
   // The threads stop here; the executors themselves outlive the blocking

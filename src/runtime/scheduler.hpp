@@ -91,6 +91,9 @@ class Scheduler {
   void dump_tasks(std::ostream& out) const;
   RuntimeMetrics metrics() const;
   int dump_signal() const noexcept { return options_.dump_signal; }
+  /// The dump signal arrived: a block_on thread writes dump_tasks to stderr
+  /// (dump.cpp). Async-signal-safe.
+  void dump_asked() noexcept;
 
   Driver& driver() noexcept { return driver_; }
   BlockingPool& blocking() noexcept { return blocking_; }
@@ -118,6 +121,8 @@ class Scheduler {
   void root_sleep(std::uint32_t gen, const std::chrono::nanoseconds* timeout) noexcept;
   void dump_tree(std::ostream& out) const;
   void dump_node(std::ostream& out, CancelNode* n, int depth) const;
+  void answer_dump() noexcept;
+  friend struct DumpSignalList;
 
   // Spawns and finishes off the workers (block_on's root, a foreign thread).
   shim::atomic<std::uint64_t> foreign_spawns_{0}, foreign_finishes_{0};
@@ -136,6 +141,10 @@ class Scheduler {
   shim::atomic<bool> watch_taken_{false};
   shim::atomic<bool> watch_deep_{false};  // the watcher sleeps until a worker leaves park
   bool watch_enabled_ = false;
+  // The dump signal (dump.cpp): asked by its handler, answered in wait_root;
+  // the runtimes that chose a dump signal, listed for the handler.
+  std::atomic<bool> dump_asked_{false};
+  std::atomic<Scheduler*> dump_next_{nullptr};
 #if defined(SHOAL_TSAN)
   std::mutex root_mu_;  // see root_sleep
   std::condition_variable root_cv_;
@@ -151,9 +160,13 @@ class Scheduler {
 /// The runtime registry, for Runtime::dump_all (a watchdog's view of every
 /// live runtime).
 void register_runtime(const Scheduler* s);
-/// Makes `sig` dump every runtime that chose it (RuntimeOptions::dump_signal).
-/// Throws std::system_error.
+/// Makes `sig` dump every runtime that chose it (RuntimeOptions::dump_signal):
+/// installs its handler, once per signal. Throws std::system_error.
 void install_dump_signal(int sig);
+/// A runtime with a dump signal joins (leaves) the list its handler walks;
+/// leaving waits for a handler that is walking it.
+void listen_for_dump_signal(Scheduler* s);
+void stop_listening_for_dump_signal(Scheduler* s) noexcept;
 void unregister_runtime(const Scheduler* s) noexcept;
 
 }  // namespace shoal::detail

@@ -48,6 +48,9 @@
 namespace shoal::detail {
 namespace {
 constexpr std::chrono::nanoseconds kWatchTick = std::chrono::milliseconds(10);
+#if defined(SHOAL_TSAN)
+constexpr std::chrono::nanoseconds kDumpLook = std::chrono::milliseconds(100);
+#endif
 }  // namespace
 
 struct Scheduler::WatchState {
@@ -59,7 +62,8 @@ struct Scheduler::WatchState {
 // intercepts, and the kernel prefers the main thread, often the one in
 // block_on, for a process-directed signal: there it sleeps on a condition
 // variable instead of a raw futex, or a signal wait could never see its
-// signal.
+// signal. A signal handler cannot notify a condition variable, so there a
+// runtime with a dump signal never sleeps longer than kDumpLook.
 void Scheduler::wake_block_on_threads() noexcept {
   futex_wakes_.fetch_add(1, std::memory_order_relaxed);
 #if defined(SHOAL_TSAN)
@@ -78,6 +82,7 @@ void Scheduler::root_sleep(std::uint32_t gen, const std::chrono::nanoseconds* ti
 #if defined(SHOAL_TSAN)
   std::unique_lock<std::mutex> g(root_mu_);
   if (root_word_.load(std::memory_order_acquire) != gen) return;
+  if (timeout == nullptr && options_.dump_signal != 0) timeout = &kDumpLook;
   if (timeout != nullptr) {
     root_cv_.wait_for(g, *timeout);
   } else {
@@ -108,6 +113,7 @@ void Scheduler::wait_root(const shim::atomic<bool>& done) noexcept {
   for (;;) {
     const std::uint32_t gen = root_word_.load(std::memory_order_acquire);
     if (done.load(std::memory_order_acquire)) break;
+    if (dump_asked_.load(std::memory_order_acquire)) answer_dump();
     if (watch_enabled_ && !watching && !watch_taken_.load(std::memory_order_seq_cst) &&
         !watch_taken_.exchange(true, std::memory_order_seq_cst)) {
       watching = true;

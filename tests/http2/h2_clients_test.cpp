@@ -306,6 +306,149 @@ req.end();
   });
 }
 
+// Python's h2 (a sans-I/O HTTP/2 state machine) on a socket of its own:
+// `/usr/bin/python3 -c kPythonH2 ADDR MODE`. Push is off (ENABLE_PUSH 0); windows
+// are given back as the data is read. "streams": 100 GETs at once, then a
+// 2 MiB POST sent as the stream's window allows (curl and nghttp send 10). "reset": a body with
+// trailers, then a stream reset after its first DATA, then a GET on the
+// same connection.
+constexpr const char* kPythonH2 = R"PY(
+import socket, sys
+import h2.config, h2.connection, h2.errors, h2.events, h2.settings
+addr, mode = sys.argv[1], sys.argv[2]
+host, port = addr.rsplit(':', 1)
+sock = socket.create_connection((host, int(port)), timeout=30)
+conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding='utf-8'))
+conn.initiate_connection()
+conn.update_settings({h2.settings.SettingCodes.ENABLE_PUSH: 0})
+status, bodies, trailers, ended, resets = {}, {}, {}, set(), set()
+first_data = []
+
+def flush():
+    out = conn.data_to_send()
+    if out:
+        sock.sendall(out)
+
+def pump_once():
+    data = sock.recv(1 << 16)
+    if not data:
+        sys.exit('python: the server closed the connection')
+    for e in conn.receive_data(data):
+        if isinstance(e, h2.events.ResponseReceived):
+            status[e.stream_id] = dict(e.headers)[':status']
+        elif isinstance(e, h2.events.DataReceived):
+            bodies.setdefault(e.stream_id, bytearray()).extend(e.data)
+            first_data.append(e.stream_id)
+            conn.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+        elif isinstance(e, h2.events.TrailersReceived):
+            trailers[e.stream_id] = dict(e.headers)
+        elif isinstance(e, h2.events.StreamEnded):
+            ended.add(e.stream_id)
+        elif isinstance(e, h2.events.StreamReset):
+            resets.add(e.stream_id)
+        elif isinstance(e, h2.events.ConnectionTerminated):
+            sys.exit('python: GOAWAY %s' % e.error_code)
+    flush()
+
+def pump(until):
+    while not until():
+        pump_once()
+
+def request(path, method='GET', end=True):
+    sid = conn.get_next_available_stream_id()
+    conn.send_headers(sid, [(':method', method), (':scheme', 'http'), (':authority', addr), (':path', path)],
+                      end_stream=end)
+    return sid
+
+flush()
+if mode == 'streams':
+    ids = [request('/%d' % i) for i in range(100)]
+    flush()
+    pump(lambda: all(i in ended for i in ids))
+    ok = sum(1 for n, i in enumerate(ids) if status.get(i) == '200' and bytes(bodies.get(i, b'')) == b'GET /%d ' % n)
+    sid = request('/upload', 'POST', end=False)
+    body = memoryview(bytes(range(256)) * (2 << 12))
+    at = 0
+    while at < len(body):
+        n = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size, len(body) - at)
+        if n > 0:
+            conn.send_data(sid, body[at:at + n].tobytes())
+            at += n
+            flush()
+        else:
+            pump_once()  # until a WINDOW_UPDATE
+    conn.end_stream(sid)
+    flush()
+    pump(lambda: sid in ended)
+    echoed = bytes(bodies.get(sid, b''))
+    print('ok=%d upload=%s' % (ok, 'same' if echoed == b'POST /upload ' + body.tobytes() else 'differs: %d bytes' % len(echoed)))
+else:
+    grpc = request('/grpc')
+    flush()
+    pump(lambda: grpc in ended)
+    t = trailers.get(grpc, {})
+    endless = request('/endless')
+    flush()
+    pump(lambda: endless in first_data)
+    conn.reset_stream(endless, h2.errors.ErrorCodes.CANCEL)
+    resets.add(endless)
+    after = request('/after')
+    flush()
+    pump(lambda: after in ended)
+    print('%s status=%s | %s %s' % (bytes(bodies[grpc]).decode(), t.get('grpc-status'), status.get(after),
+                                   bytes(bodies.get(after, b'')).decode()))
+conn.close_connection()
+flush()
+sock.close()
+)PY";
+
+/// /grpc: a body in messages and a status trailer (Messages); /endless:
+/// writes until cancelled (and says so); else Echo.
+struct ForPython {
+  std::atomic<bool>* cancelled;
+  Task<void> operator()(const http::Request& req, http::Response& res) const {
+    if (req.target() == "/grpc") {
+      const Messages messages;
+      co_await messages(req, res);
+      co_return;
+    }
+    if (req.target() == "/endless") {
+      try {
+        for (;;) co_await res.write("tick\n");
+      } catch (const shoal::Cancelled&) {
+        cancelled->store(true);
+        throw;
+      }
+    }
+    Echo()(req, res);
+  }
+};
+
+SHOAL_TEST(Http2Clients, PythonH2RunsAHundredStreamsAtOnceThenPostsTwoMebibytesThroughTheWindow) {
+  if (!co_await shoal::test::have_python_module("h2")) co_return;
+  std::atomic<bool> cancelled{false};
+  http::ServerOptions o;
+  o.max_body = 16 << 20;
+  co_await with_h2_server(o, ForPython{&cancelled}, [](std::string addr) -> Task<void> {
+    const std::vector<std::string> argv{shoal::test::kDebianPython, "-c", kPythonH2, addr, "streams"};
+    const Ran r = co_await run_client(argv);
+    EXPECT_TRUE(r.status.success()) << r.status.to_string() << ": " << r.err;
+    EXPECT_EQ(r.out, "ok=100 upload=same\n") << r.err;
+  });
+}
+
+SHOAL_TEST(Http2Clients, PythonH2ReadsTrailersAndItsResetMidBodyCancelsOnlyThatStreamsHandler) {
+  if (!co_await shoal::test::have_python_module("h2")) co_return;
+  std::atomic<bool> cancelled{false};
+  co_await with_h2_server({}, ForPython{&cancelled}, [](std::string addr) -> Task<void> {
+    const std::vector<std::string> argv{shoal::test::kDebianPython, "-c", kPythonH2, addr, "reset"};
+    const Ran r = co_await run_client(argv);
+    EXPECT_TRUE(r.status.success()) << r.status.to_string() << ": " << r.err;
+    EXPECT_EQ(r.out, "one two three status=0 | 200 GET /after \n") << r.err;
+  });
+  EXPECT_TRUE(cancelled.load()) << "the reset stream's handler was not cancelled";
+}
+
 SHOAL_TEST(Http2Clients, CurlSeesTheTrailersOfAStreamedBody) {
   if (!have("curl")) co_return;
   co_await with_h2_server({}, Messages{}, [](std::string addr) -> Task<void> {

@@ -68,6 +68,26 @@ SHOAL_TEST(Http2Floods, RapidResetPastTheResetRateLimitEndsTheConnectionWithEnha
   });
 }
 
+// Python's h2 answers each frame still in flight on a stream it reset with
+// a RST_STREAM of its own: thousands after a handler's small writes. Such
+// resets of a closed stream cost nothing and are not rapid reset.
+SHOAL_TEST(Http2Floods, ResetsOfAStreamAlreadyClosedDoNotCountAgainstTheResetRateLimit) {
+  co_await with_h2_server({}, Ok{}, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(get(1, "/"));
+    std::optional<Frame> f;
+    do {
+      f = co_await c.next();
+    } while (f && !(f->stream == 1 && (f->flags & kEndStream) != 0));
+    EXPECT_TRUE(f.has_value()) << "stream 1 was not answered";
+    std::string late;
+    for (int i = 0; i < 3000; ++i) late += rst_stream(1, kCancel);
+    co_await c.send(late + get(3, "/"));
+    const std::optional<Frame> answer = co_await c.outcome(3);
+    EXPECT_TRUE(answer && answer->type == kHeaders) << "stream 3 was not answered (the connection ended, or reset it)";
+  });
+}
+
 SHOAL_TEST(Http2Floods, AHeaderBlockInTooManyContinuationFramesEndsTheConnection) {
   co_await with_h2_server({}, Ok{}, [&](std::string addr) -> Task<void> {
     Client c = co_await Client::open(addr);

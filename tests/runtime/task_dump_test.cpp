@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -275,36 +276,69 @@ TEST(TaskDump, SetNameRenamesTheCallingTask) {
   EXPECT_THROW(shoal::this_task::set_name("x"), std::logic_error);
 }
 
-TEST(TaskDump, TheDumpSignalWritesTheTreeToStderr) {
-  shoal::test::Watchdog dog(shoal::test::kWatchdog, "TaskDump");
-  char path[] = "/tmp/shoal-dump-XXXXXX";
-  const int file = ::mkstemp(path);
-  ASSERT_GE(file, 0);
-  std::fflush(stderr);
-  const int saved = ::dup(STDERR_FILENO);
-  ::dup2(file, STDERR_FILENO);
-  auto read_file = [&] {
-    std::ifstream in(path);
+// stderr goes to a scratch file while it lives (the dump signal writes there).
+class CapturedStderr {
+ public:
+  CapturedStderr() {
+    file_ = ::mkstemp(path_);
+    if (file_ < 0) throw std::runtime_error("mkstemp failed");
+    std::fflush(stderr);
+    saved_ = ::dup(STDERR_FILENO);
+    ::dup2(file_, STDERR_FILENO);
+  }
+  ~CapturedStderr() {
+    ::dup2(saved_, STDERR_FILENO);
+    ::close(saved_);
+    ::close(file_);
+    ::unlink(path_);
+  }
+  CapturedStderr(const CapturedStderr&) = delete;
+  CapturedStderr& operator=(const CapturedStderr&) = delete;
+  std::string text() const {
+    std::ifstream in(path_);
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
-  };
+  }
+
+ private:
+  char path_[32] = "/tmp/shoal-dump-XXXXXX";
+  int file_ = -1;
+  int saved_ = -1;
+};
+
+// Sends `sig` until stderr holds `wanted` (the dump may not show it at the
+// first signal), within 10 s; returns what stderr held last.
+std::string ask_dump_until(const CapturedStderr& err, int sig, const std::function<bool(const std::string&)>& wanted) {
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    ::kill(::getpid(), sig);
+    std::this_thread::sleep_for(20ms);
+    text = err.text();
+    if (wanted(text)) break;
+  }
+  return text;
+}
+
+/// Two workers; SIGUSR2 dumps the tasks.
+RuntimeOptions dumping_on_sigusr2() {
+  RuntimeOptions opts = RuntimeOptions::with_workers(2);
+  opts.dump_signal = SIGUSR2;
+  return opts;
+}
+
+TEST(TaskDump, TheDumpSignalWritesTheTreeToStderr) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "TaskDump");
   std::string text;
   {
-    RuntimeOptions opts = RuntimeOptions::with_workers(2);
-    opts.dump_signal = SIGUSR2;
-    Runtime rt(std::move(opts));
+    CapturedStderr err;
+    Runtime rt(dumping_on_sigusr2());
     shoal::Event release;
     std::thread asker([&] {
-      // Ask until the dump shows the task at its wait (it may not be there
-      // at the first signal); bounded.
-      const auto deadline = std::chrono::steady_clock::now() + 10s;
-      while (std::chrono::steady_clock::now() < deadline) {
-        ::kill(::getpid(), SIGUSR2);
-        std::this_thread::sleep_for(20ms);
-        text = read_file();
-        if (contains(text, "\"stuck\"") && contains(text, "on shoal::Event::wait")) break;
-      }
+      text = ask_dump_until(err, SIGUSR2, [](const std::string& t) {
+        return contains(t, "\"stuck\"") && contains(t, "on shoal::Event::wait");
+      });
       release.set();
     });
     rt.block_on(shoal::scope([&](Scope& s) -> Task<void> {
@@ -313,12 +347,55 @@ TEST(TaskDump, TheDumpSignalWritesTheTreeToStderr) {
     }));
     asker.join();
   }
-  ::dup2(saved, STDERR_FILENO);
-  ::close(saved);
-  ::close(file);
-  ::unlink(path);
   EXPECT_TRUE(matches(text, "task \"stuck\" (spawned at *: waiting # ms on shoal::Event::wait"))
       << text;
+}
+
+// The dump is written by the thread in block_on, not by a worker: with both
+// workers computing (no checkpoint until released), it still arrives.
+TEST(TaskDump, TheDumpSignalAnswersWhileEveryWorkerComputes) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "TaskDump");
+  std::string text;
+  {
+    CapturedStderr err;
+    Runtime rt(dumping_on_sigusr2());
+    std::atomic<int> computing{0};
+    std::atomic<bool> release{false};
+    std::thread asker([&] {
+      while (computing.load() < 2) std::this_thread::yield();  // both workers are held from here on
+      text = ask_dump_until(err, SIGUSR2, [](const std::string& t) { return count(t, "running or ready to run") >= 2; });
+      release.store(true);
+    });
+    auto compute = [&]() -> Task<void> {
+      co_await shoal::sleep_for(1ms);  // waited once: the dump lists it
+      computing.fetch_add(1);
+      while (!release.load()) std::this_thread::yield();
+    };
+    rt.block_on(shoal::scope([&](Scope& s) -> Task<void> {
+      s.spawn(shoal::named("computes"), compute);
+      s.spawn(shoal::named("computes"), compute);
+      co_return;
+    }));
+    asker.join();
+  }
+  EXPECT_GE(count(text, "task \"computes\" (spawned at "), 2u) << text;
+}
+
+// threads = workers + 1: the dump signal starts no thread of its own.
+TEST(TaskDump, TheDumpSignalStartsNoThread) {
+  auto threads = [] {
+    std::size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) n += e.is_directory() ? 1 : 0;
+    return n;
+  };
+  const std::size_t before = threads();
+  Runtime rt(dumping_on_sigusr2());
+  std::size_t inside = 0;
+  rt.block_on([&]() -> Task<void> {
+    inside = threads();
+    co_return;
+  }());
+  EXPECT_EQ(inside, before + 2) << "threads besides the 2 workers";
 }
 
 TEST(TaskDump, ADumpSignalThatCannotBeCaughtIsRefusedByName) {

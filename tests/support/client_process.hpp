@@ -22,6 +22,16 @@
 
 namespace shoal::test {
 
+/// Skips the test for want of `what`, or fails it under SHOAL_REQUIRE_HTTP_CLIENTS=1.
+inline void missing(const std::string& what) {
+  const char* require = std::getenv("SHOAL_REQUIRE_HTTP_CLIENTS");
+  if (require != nullptr && std::string(require) == "1") {
+    ADD_FAILURE() << what << " is not installed (bash scripts/install-deps.sh installs it)";
+  } else {
+    [&] { GTEST_SKIP() << what << " is not installed (bash scripts/install-deps.sh installs it)"; }();
+  }
+}
+
 /// True if `tool` is on PATH. If not, the test is skipped, or fails under
 /// SHOAL_REQUIRE_HTTP_CLIENTS=1.
 inline bool have(const std::string& tool) {
@@ -30,12 +40,7 @@ inline bool have(const std::string& tool) {
   for (std::string dir; std::getline(dirs, dir, ':');) {
     if (::access((dir + "/" + tool).c_str(), X_OK) == 0) return true;
   }
-  const char* require = std::getenv("SHOAL_REQUIRE_HTTP_CLIENTS");
-  if (require != nullptr && std::string(require) == "1") {
-    ADD_FAILURE() << tool << " is not installed (bash scripts/install-deps.sh installs it)";
-  } else {
-    [&] { GTEST_SKIP() << tool << " is not installed (bash scripts/install-deps.sh installs it)"; }();
-  }
+  missing(tool);
   return false;
 }
 
@@ -69,6 +74,24 @@ inline Task<Ran> run_client(std::vector<std::string> argv, std::string input = {
   }
   ran.status = co_await child.wait();
   co_return ran;
+}
+
+/// Debian's interpreter, the one its python3-* packages install into (a
+/// python3 earlier on PATH, pyenv's say, does not see them).
+inline constexpr const char* kDebianPython = "/usr/bin/python3";
+
+/// True if kDebianPython can import `module` (a Debian python3-* package).
+/// If not, as have().
+inline Task<bool> have_python_module(std::string module) {
+  if (::access(kDebianPython, X_OK) != 0) {
+    missing(kDebianPython);
+    co_return false;
+  }
+  const std::vector<std::string> argv{kDebianPython, "-c", "import " + module};
+  const Ran r = co_await run_client(argv);
+  if (r.status.success()) co_return true;
+  missing("the Python module " + module);
+  co_return false;
 }
 
 }  // namespace shoal::test

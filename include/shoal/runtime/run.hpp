@@ -48,8 +48,10 @@ struct RuntimeOptions {
   /// in every runtime of the process while any runtime keeps them.
   bool track_waits = false;
   /// When nonzero (e.g. SIGUSR1): each delivery of this signal writes
-  /// dump_tasks to stderr, from a thread of its own, so a runtime whose
-  /// workers are all stuck still answers. Implies track_waits. Installs a
+  /// dump_tasks to stderr, from the thread in block_on (which only sleeps
+  /// while it waits), so a runtime whose workers are all stuck still answers
+  /// and the signal costs no thread. Asked while no thread is in block_on,
+  /// the dump is written when one next enters. Implies track_waits. Installs a
   /// process-wide handler for the signal, for good: do not also wait for it
   /// with shoal::signal::wait. The constructor throws std::invalid_argument
   /// for a number that is not a catchable signal.
