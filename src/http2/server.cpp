@@ -45,9 +45,6 @@ namespace {
 /// The receive window a stream opens with: a whole-body request is read
 /// into memory anyway (up to max_body), so one round trip's worth.
 constexpr std::int32_t kInitialWindow = 1 << 20;
-/// How long a connection with no open stream keeps its stream objects and
-/// buffers for the client's next requests before it gives them back.
-constexpr std::chrono::milliseconds kKeepWarm{50};
 /// Streamed request bytes a connection holds for its handlers to read,
 /// all streams together: eight stream windows. Past it the connection's
 /// window reopens only as handlers read.
@@ -114,6 +111,10 @@ std::string goaway_frame(std::int32_t last_stream, std::uint32_t code, std::stri
 /// A buffer kept for the next stream only up to this: one large body does
 /// not pin its memory for the connection's life.
 constexpr std::size_t kKeepCapacity = 16384;
+/// A spare stream object waiting for any connection on its thread keeps
+/// buffers up to this, and header lists up to kSpareFields long.
+constexpr std::size_t kSpareCapacity = 4096;
+constexpr std::size_t kSpareFields = 64;
 
 class Connection;
 struct Stream;
@@ -136,7 +137,7 @@ struct StreamSource final : http::detail::BodySource {
 
 /// One request, from its HEADERS to the end of its response. A connection
 /// reuses its streams' objects (and their strings' memory) while any is
-/// open, and frees them all when none is.
+/// open, and gives them to its thread's spares (SpareStreams) when none is.
 struct Stream {
   std::int32_t id = 0;
   std::size_t slot = 0;  // its index in Connection::streams_
@@ -214,6 +215,19 @@ struct Stream {
     handler_live = false;
     closed = false;
   }
+  /// Ready to wait among a worker's spares (SpareStreams): no scope, since
+  /// the runtime may be gone by the time the thread ends, and no buffer
+  /// larger than a typical request's or answer's.
+  void shed() noexcept {
+    scope.reset();
+    fault = nullptr;
+    if (text.capacity() > kSpareCapacity) std::string().swap(text);
+    if (body.capacity() > kSpareCapacity) std::string().swap(body);
+    if (pending.capacity() > kSpareCapacity) std::string().swap(pending);
+    if (res.body.capacity() > kSpareCapacity) res.release();
+    if (fields.capacity() > kSpareFields) std::vector<Field>().swap(fields);
+    if (head.headers.capacity() > kSpareFields) std::vector<http::Header>().swap(head.headers);
+  }
   Field keep(std::string_view name, std::string_view value) {
     const Field f{static_cast<std::uint32_t>(text.size()), static_cast<std::uint32_t>(name.size()),
                   static_cast<std::uint32_t>(value.size())};
@@ -237,6 +251,48 @@ struct Stream {
     head.content_length = body.size();
   }
 };
+
+/// The stream objects a thread's connections have given back, for the
+/// next stream opened on that thread (any connection's). A connection
+/// with no open stream gives its objects here at once: kept by each
+/// connection, 256 busy connections held 25,600 objects (36 MB) that went
+/// cold in the cache between their batches, where a thread's spares are
+/// the ones its last connection just used (docs/http2.md has the numbers).
+class SpareStreams {
+ public:
+  /// A spare, or a new object. Throws std::bad_alloc.
+  std::unique_ptr<Stream> take() {
+    if (spares_.empty()) return std::make_unique<Stream>();
+    std::unique_ptr<Stream> s = std::move(spares_.back());
+    spares_.pop_back();
+    return s;
+  }
+  /// Keeps `s` if there is room (kMax a thread), else frees it.
+  void give(std::unique_ptr<Stream> s) noexcept {
+    if (spares_.size() == kMax) return;
+    if (spares_.capacity() == 0) {
+      try {
+        spares_.reserve(kMax);
+      } catch (const std::bad_alloc&) {
+        return;
+      }
+    }
+    s->shed();
+    spares_.push_back(std::move(s));
+  }
+
+ private:
+  static constexpr std::size_t kMax = 128;  // a connection's default stream limit, and some
+  std::vector<std::unique_ptr<Stream>> spares_;
+};
+
+/// This thread's spares. Not inlined: a coroutine that inlined a
+/// thread_local's address could keep it across a suspension and use
+/// another thread's after resuming there.
+[[gnu::noinline]] SpareStreams& spare_streams() noexcept {
+  thread_local SpareStreams spares;
+  return spares;
+}
 
 class Connection {
  public:
@@ -275,6 +331,7 @@ class Connection {
       for (std::size_t i = 0; i < open(); ++i) stats->stream_closed();  // those the connection's end cut
       stats->http2_connection_closed();
     }
+    for (std::unique_ptr<Stream>& s : streams_) spare_streams().give(std::move(s));
   }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -364,9 +421,10 @@ class Connection {
   std::vector<std::unique_ptr<Stream>> streams_;  // every stream object: open ones, then `spare_` of them
   std::size_t spare_ = 0;
   std::size_t open() const noexcept { return streams_.size() - spare_; }
-  /// With no stream open: gives back every stream object and the write
-  /// buffers (an idle connection holds none).
+  /// With no stream open: gives every stream object to the thread's
+  /// spares and frees the write buffers (an idle connection holds none).
   void release_idle() noexcept {
+    for (std::unique_ptr<Stream>& s : streams_) spare_streams().give(std::move(s));
     streams_.clear();
     spare_ = 0;
     std::string().swap(out_);
@@ -635,7 +693,7 @@ Task<std::size_t> Connection::read_request(Stream& s, std::span<std::byte> buf) 
 
 Stream& Connection::open_stream(std::int32_t id) {
   if (spare_ == 0) {
-    streams_.push_back(std::make_unique<Stream>());
+    streams_.push_back(spare_streams().take());
   } else {
     --spare_;
   }
@@ -1078,35 +1136,19 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
         go_away();  // the shutdown began as the last stream ended
         continue;
       }
-      // A busy client's next requests come within a round trip: for a
-      // moment the connection keeps its stream objects and buffers, so
-      // that a connection between batches does not free and allocate them
-      // again (9 allocations a request). Past that it is idle, and holds
-      // no buffer and no stream object. Each deadline is the stream's
-      // own, whose timer exists only if the wait has to wait.
-      // The read buffer goes at once: 5,000 connections each holding
-      // 16 KiB for a moment after their last answer left the heap 4.3 KB
-      // a connection larger for good (idle RSS 18.7 -> 23.0 KB/conn).
+      // Idle, it holds no buffer and no stream object, even between a
+      // busy client's batches: its stream objects go to the thread's
+      // spares (SpareStreams has why). The deadline is the stream's own,
+      // whose timer exists only if the wait has to wait.
       in.reset();
       std::string().swap(first);
-      bool holding = true;
-      std::chrono::milliseconds left = limit;  // zero: no limit
-      for (;;) {
-        const bool warm = holding && (left.count() == 0 || left > kKeepWarm);
-        conn_.set_idle_timeout(warm ? kKeepWarm : left);
-        try {
-          co_await conn_.wait_readable();
-          break;
-        } catch (const net::IdleTimeout&) {
-        }
-        if (!warm) {
-          woke = 2;
-          break;
-        }
-        holding = false;
-        if (left.count() != 0) left -= kKeepWarm;
-        release_idle();
-        taken = Taken{};
+      release_idle();
+      taken = Taken{};
+      conn_.set_idle_timeout(limit);
+      try {
+        co_await conn_.wait_readable();
+      } catch (const net::IdleTimeout&) {
+        woke = 2;
       }
       conn_.set_idle_timeout(stream_idle);
       if (!entry_.go_busy()) {
