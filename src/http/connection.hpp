@@ -166,7 +166,6 @@ class ChunkedSink final : public BodySink {
     // A cancelled write sends nothing (the checkpoint contract).
     if (this_task::cancellation_requested()) shoal::detail::throw_cancelled();
     if (!started_) {
-      started_ = true;
       // Each write must leave at once, not wait behind the client's
       // delayed ACK of the last one (Nagle: up to 40 ms per event).
       no_delay(conn_.native_handle());
@@ -177,7 +176,17 @@ class ChunkedSink final : public BodySink {
                          .announce_keep_alive = !close_ && head_.minor_version == 0,
                          .chunked = chunked,
                          .unsized = !chunked};
-      append_head(out_, res, framing_);
+      // A head cut short by out of memory is taken back: the 500 that
+      // answers the failure follows what was before it.
+      const std::size_t before = out_.size();
+      try {
+        append_head(out_, res, framing_);
+      } catch (...) {
+        out_.resize(before);
+        throw;
+      }
+      started_ = true;
+      begin_streaming(res);
     }
     append_body(res.body);
     res.body.clear();

@@ -106,12 +106,12 @@ Task<void> Response::write(std::string_view chunk) {
     throw std::logic_error("shoal::http::Response::write: status " + std::to_string(status) +
                            " has no body to stream");
   }
-  streaming_ = true;
-  return sink_->write(*this, chunk);
+  return sink_->write(*this, chunk);  // which marks it streaming once the head is committed
 }
 
 namespace detail {
 void attach(Response& res, BodySink* sink) noexcept { res.sink_ = sink; }
+void begin_streaming(Response& res) noexcept { res.streaming_ = true; }
 }  // namespace detail
 
 Task<std::size_t> Request::read_some(std::span<std::byte> buf) const {

@@ -631,6 +631,7 @@ Task<void> Connection::write_body(Stream& s, http::Response& res, std::string_vi
       s.pending.append(res.body);
       s.pending.append(chunk);
     }
+    http::detail::begin_streaming(res);  // queued below: the connection submits the head
     s.wrote = true;
     if (!s.queued) {
       s.queued = true;

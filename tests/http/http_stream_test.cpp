@@ -14,6 +14,7 @@
 
 namespace {
 
+using shoal::test::CancelledFirstWrite;
 using shoal::test::CancelledWrite;
 using shoal::test::with_trailer;
 
@@ -146,6 +147,19 @@ SHOAL_TEST(HttpStream, AWriteInACancelledScopeThrowsCancelledAndSendsNothing) {
     std::string got;
     EXPECT_TRUE(co_await read_until(c, got, "0\r\n\r\n")) << got;
     EXPECT_TRUE(got.ends_with("\r\n\r\n1\r\na\r\n0\r\n\r\n")) << got;
+  });
+}
+
+SHOAL_TEST(HttpStream, AHandlerWhoseOnlyWriteWasCancelledIsAnsweredWithWhatItLeft) {
+  co_await with_server(CancelledFirstWrite{}, [&](Address addr) -> Task<void> {
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(std::string_view("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    std::string got;
+    std::array<std::byte, 512> buf{};
+    while (const std::size_t n = co_await c.read_some(buf)) got.append(reinterpret_cast<const char*>(buf.data()), n);
+    EXPECT_TRUE(got.starts_with("HTTP/1.1 200")) << got;
+    EXPECT_TRUE(got.find("never") == std::string::npos) << got;
+    EXPECT_TRUE(got.ends_with("after") || got.ends_with("5\r\nafter\r\n0\r\n\r\n")) << got;
   });
 }
 

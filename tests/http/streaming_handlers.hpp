@@ -29,6 +29,18 @@ struct CancelledWrite {
   }
 };
 
+/// Its only write is in a scope already cancelled, so nothing was sent
+/// when it returns; what it left in `body` is then the whole answer.
+struct CancelledFirstWrite {
+  Task<void> operator()(const http::Request&, http::Response& res) const {
+    CancelScope cancelled;
+    cancelled.cancel();
+    const bool done = co_await cancelled.run(res.write("never"));
+    EXPECT_FALSE(done);
+    res.body = "after";
+  }
+};
+
 /// Reads its (streamed) body in a scope already cancelled, which must take
 /// nothing, then reads it all: answers "cancelled <body>".
 struct CancelledRead {

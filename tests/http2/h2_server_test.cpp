@@ -20,6 +20,7 @@
 
 namespace {
 
+using shoal::test::CancelledFirstWrite;
 using shoal::test::CancelledWrite;
 using shoal::test::with_trailer;
 
@@ -356,6 +357,31 @@ SHOAL_TEST(Http2Server, AWriteInACancelledScopeThrowsCancelledAndSendsNothing) {
       if ((f->flags & kEndStream) != 0) break;
     }
     EXPECT_EQ(body, "a");
+  });
+}
+
+// Its head was never submitted, so the stream is answered as a whole
+// (before, it was submitted as a streamed answer that nothing would end).
+SHOAL_TEST(Http2Server, AHandlerWhoseOnlyWriteWasCancelledIsAnsweredWithWhatItLeft) {
+  co_await with_h2_server({}, CancelledFirstWrite{}, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(get(1, "/"));
+    std::string body;
+    bool ended = false;
+    // Bounded: before the fix the stream never ended.
+    (void)co_await shoal::move_on_after(std::chrono::seconds(20), [&]() -> Task<void> {
+      while (std::optional<Frame> f = co_await c.next()) {
+        if (f->stream != 1) continue;
+        if (f->type == kData) body += f->payload;
+        if ((f->type == kData || f->type == kHeaders) && (f->flags & kEndStream) != 0) {
+          ended = true;
+          break;
+        }
+        if (f->type == kRstStream) break;
+      }
+    }());
+    EXPECT_TRUE(ended) << "the stream did not end";
+    EXPECT_EQ(body, "after");
   });
 }
 

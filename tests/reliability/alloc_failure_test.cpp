@@ -41,6 +41,9 @@
 //    its request body as it arrives (Request::read_some) and writes its
 //    response as it goes (Response::write, chunked); one leaves the body
 //    unread, so its connection lingers on close.
+//  - http2_streams: the same two handlers on two streams of one HTTP/2
+//    connection (a socketpair, a raw client): the connection drops what
+//    the second leaves unread.
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -64,6 +67,9 @@
 #include <utility>
 
 #include "shoal/http.hpp"
+#ifdef SHOAL_TEST_HTTP2
+#include "http2/h2_frames.hpp"
+#endif
 #include "support/frame_counter.hpp"
 #include "support/test_support.hpp"
 
@@ -687,6 +693,65 @@ Task<long> http_streams() {
   co_return result;
 }
 
+#ifdef SHOAL_TEST_HTTP2
+// HTTP/2 over a socketpair, both bodies streamed: stream 1 (/all) reads its
+// body as the client's two DATA frames arrive, stream 3 (/some) reads one
+// piece and ends, and the connection drops the rest of its body. Each
+// answers in two writes. The client is raw frames, so that its only
+// allocations are its own reads (covered by io_streams).
+Task<long> http2_streams() {
+  namespace h2 = shoal::test::h2;
+  shoal::http::ServerOptions options;
+  options.stream_request_body = true;
+  shoal::http::Server server(options);
+  const auto handler = [](const shoal::http::Request& req, shoal::http::Response& res) -> Task<void> {
+    std::array<std::byte, 4> buf{};
+    std::size_t total = 0;
+    while (const std::size_t n = co_await req.read_some(buf)) {
+      total += n;
+      if (req.target() == "/some") break;
+    }
+    co_await res.write(std::to_string(total));
+    co_await res.write("!");
+  };
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
+    throw std::system_error(errno, std::generic_category(), "socketpair");
+  }
+  Stream served(sv[0]);
+  h2::Client client{Stream(sv[1]), {}};
+  long result = 0;
+  co_await shoal::scope([&](Scope& s) -> Task<void> {
+    s.spawn(shoal::http2::serve_connection(server, std::move(served), handler));
+    co_await client.send(std::string(shoal::http2::kClientPreface) + h2::frame(h2::kSettings, 0, 0, "") +
+                         h2::post(1, "/all") + h2::data(1, "01234", false) + h2::post(3, "/some") +
+                         h2::data(3, "01234", false));
+    co_await shoal::checkpoint();
+    co_await client.send(h2::data(1, "56789", true) + h2::data(3, "56789", true));
+    // Each stream's body, until both ended (END_STREAM or a reset) or the
+    // connection did.
+    std::string body[2];
+    bool ended[2] = {false, false};
+    while (!ended[0] || !ended[1]) {
+      const std::optional<h2::Frame> f = co_await client.next();
+      if (!f) break;
+      if (f->stream != 1 && f->stream != 3) continue;
+      const int i = f->stream == 1 ? 0 : 1;
+      if (f->type == h2::kData) body[i] += f->payload;
+      if (f->type == h2::kRstStream || ((f->type == h2::kData || f->type == h2::kHeaders) &&
+                                        (f->flags & h2::kEndStream) != 0)) {
+        ended[i] = true;
+      }
+    }
+    client.conn.close();  // the server's task ends, in the first handler fault if there was one
+    // A failed allocation in the server answers 500 or resets the stream.
+    if (body[0] == "10!") result += 10'000;
+    if (body[1] == "4!") result += 20'000;
+  });
+  co_return result;
+}
+#endif
+
 // ---- Task sets on a full set -----------------------------------------------
 
 SpawnTally g_full_spawns;
@@ -757,6 +822,9 @@ const Scenario kScenarios[] = {
     {"chan_blocking", &channel_blocking, 11'015, nullptr},
     {"io_streams", &io_streams, 1'112, nullptr},
     {"http_streams", &http_streams, 30'000, nullptr},
+#ifdef SHOAL_TEST_HTTP2
+    {"http2_streams", &http2_streams, 30'000, nullptr},
+#endif
     {"task_set_full", &task_set_full, 11, &g_full_spawns},
 };
 

@@ -29,6 +29,9 @@ class BodySink {
   ~BodySink() = default;
 };
 void attach(Response& res, BodySink* sink) noexcept;
+/// Called by the sink when a write commits the head (sent or queued):
+/// from then on the response is streaming() and no 500 can replace it.
+void begin_streaming(Response& res) noexcept;
 
 /// Where a streamed request body comes from: the connection serving the
 /// request (HTTP/1.1 bytes after the head, an HTTP/2 stream's DATA). Set
@@ -153,7 +156,10 @@ class Response {
   ///   a status that has no body (204, 304) or is not final (200..999);
   ///   the connection's errors (std::system_error).
   Task<void> write(std::string_view chunk);
-  /// True once write() was called (until reset()).
+  /// True once a write() began the response: its head is sent (or, over
+  /// HTTP/2, queued), so a failure after it cannot be answered 500. A
+  /// write refused as cancelled, or that could not start, leaves it
+  /// false. Until reset().
   bool streaming() const noexcept { return streaming_; }
 
   /// Adds a trailer field, sent after the body (gRPC's grpc-status is
@@ -183,6 +189,7 @@ class Response {
 
  private:
   friend void detail::attach(Response& res, detail::BodySink* sink) noexcept;
+  friend void detail::begin_streaming(Response& res) noexcept;
   // The header lines, then the trailer lines: one string, as a connection
   // holds a Response in its frame for its whole life.
   std::string fields_;

@@ -56,8 +56,15 @@ Task<void> serve_owned(http::Server& server, S conn, http::detail::HandlerRef ha
 ///   the connection; std::logic_error for a stream type with no readability
 ///   case.
 template <net::ByteStream S, class H>
-Task<void> serve_connection(http::Server& server, S conn, H& handler, std::string preread = {}) {
+Task<void> serve_connection(http::Server& server, S conn, H& handler, std::string preread) {
   return detail::serve_owned(server, std::move(conn), http::detail::handler_ref(handler), std::move(preread));
+}
+/// As above, with nothing read yet (an overload, not a default argument:
+/// g++ 12 destroys a default argument's temporary twice inside co_await,
+/// docs/compilers.md).
+template <net::ByteStream S, class H>
+Task<void> serve_connection(http::Server& server, S conn, H& handler) {
+  return detail::serve_owned(server, std::move(conn), http::detail::handler_ref(handler), std::string());
 }
 
 /// http::serve with HTTP/2 on the same port: a connection that opens with
