@@ -28,6 +28,7 @@
 
 #include "shoal/channel/select.hpp"
 #include "shoal/detail/raise.hpp"
+#include "shoal/detail/runtime_abi.hpp"
 #include "shoal/detail/task_record.hpp"
 #include "shoal/http/stats.hpp"
 #include "shoal/net/connections.hpp"
@@ -111,6 +112,10 @@ std::string goaway_frame(std::int32_t last_stream, std::uint32_t code, std::stri
 /// A buffer kept for the next stream only up to this: one large body does
 /// not pin its memory for the connection's life.
 constexpr std::size_t kKeepCapacity = 16384;
+/// Response::write returns while what nghttp2 has not yet taken of a
+/// stream's body is at most this (a DATA frame's default payload), so that
+/// small writes leave together; past it the handler waits for the client.
+constexpr std::size_t kWriteAhead = 16384;
 /// A spare stream object waiting for any connection on its thread keeps
 /// buffers up to this, and header lists up to kSpareFields long.
 constexpr std::size_t kSpareCapacity = 4096;
@@ -166,6 +171,7 @@ struct Stream {
   bool submitted = false;      // the head is with nghttp2
   bool deferred = false;       // read_body said DEFERRED: resume when more comes
   bool queued = false;         // in Connection::ready_
+  bool head_out = false;       // (under done_lock_) a streamed head is with nghttp2: the handler may write ahead
   Notify taken;                // `pending` was taken: a writer may go on
   bool wrote = false;          // (under done_lock_) the handler queued bytes to send
   bool send = false;           // take_done: `wrote` was set
@@ -205,7 +211,7 @@ struct Stream {
     pending_at = sent = stall_mark = 0;
     request_done = false;
     stalled_since = {};
-    ended = submitted = deferred = queued = wrote = send = false;
+    ended = submitted = deferred = queued = head_out = wrote = send = false;
     body_streamed = body_ended = body_dropped = false;
     body_at = unconsumed = 0;
     scope.emplace();
@@ -594,8 +600,19 @@ ssize_t Connection::read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf,
     std::memcpy(buf, s.pending.data() + s.pending_at, n);
     s.pending_at += n;
     s.sent += n;
-    if (s.pending_at == s.pending.size() && !s.ended) {
-      wake_writer = true;
+    const std::size_t left = s.pending.size() - s.pending_at;
+    if (left == 0) {
+      s.pending.clear();
+      s.pending_at = 0;
+    } else if (s.pending_at >= kWriteAhead && s.pending_at >= left) {
+      // The taken front goes once it is as large as the rest: writes that
+      // run ahead of a slow client do not grow the buffer, and each byte
+      // moves about once.
+      s.pending.erase(0, s.pending_at);
+      s.pending_at = 0;
+    }
+    if (!s.ended) {
+      wake_writer = n != 0 && left <= kWriteAhead;
       if (n == 0) s.deferred = true;
     }
   }
@@ -617,6 +634,16 @@ ssize_t Connection::read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf,
   return static_cast<ssize_t>(n);
 }
 
+/// A write that did not wait still yields once per cooperative budget (the
+/// checkpoint contract), and does not throw Cancelled there: its bytes are
+/// already queued, and what was sent stays sent.
+struct BudgetYield {
+  shoal::detail::TaskRecord* f = shoal::detail::current_record();
+  bool await_ready() const noexcept { return f == nullptr || !shoal::detail::consume_budget(f); }
+  void await_suspend(std::coroutine_handle<> h) const noexcept { shoal::detail::yield_from(f, h, this); }
+  void await_resume() const noexcept {}
+};
+
 Task<void> StreamSink::write(http::Response& res, std::string_view chunk) {
   return conn->write_body(*stream, res, chunk);
 }
@@ -631,7 +658,7 @@ Task<void> Connection::write_body(Stream& s, http::Response& res, std::string_vi
       s.pending.append(res.body);
       s.pending.append(chunk);
     }
-    http::detail::begin_streaming(res);  // queued below: the connection submits the head
+    if (!res.streaming()) http::detail::begin_streaming(res);  // queued below: the connection submits the head
     s.wrote = true;
     if (!s.queued) {
       s.queued = true;
@@ -640,19 +667,19 @@ Task<void> Connection::write_body(Stream& s, http::Response& res, std::string_vi
   }
   res.body.clear();
   done_notify_.notify_one();
-  // Until the connection has handed it all to nghttp2, which it does as
-  // the stream's window allows: the handler goes at the client's pace.
+  // Back to the handler once the head is submitted (until then the
+  // connection reads the response's fields) and while what nghttp2 has
+  // not taken fits in a frame, so that small writes leave together; past
+  // that it waits as the stream's window lets nghttp2 take more: the
+  // client's pace.
   for (;;) {
     {
       const std::lock_guard<std::mutex> hold(done_lock_);
-      if (s.pending_at == s.pending.size()) {
-        s.pending.clear();
-        s.pending_at = 0;
-        co_return;
-      }
+      if (s.head_out && s.pending.size() - s.pending_at <= kWriteAhead) break;
     }
     co_await s.taken.wait();  // a reset cancels the handler here
   }
+  co_await BudgetYield{};
 }
 
 Task<std::size_t> StreamSource::read_some(std::span<std::byte> buf) { return conn->read_request(*stream, buf); }
@@ -1018,14 +1045,22 @@ void Connection::respond(Stream& s) {
   if (nghttp2_submit_response(session_, s.id, nva_.data(), nva_.size(), send_body ? &provider : nullptr) != 0) {
     (void)nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_INTERNAL_ERROR);
   }
-  if (!streamed) count(s);
+  if (streamed) {
+    {
+      const std::lock_guard<std::mutex> hold(done_lock_);
+      s.head_out = true;
+    }
+    s.taken.notify_one();  // the writer waiting for its head
+  } else {
+    count(s);
+  }
 }
 
 void Connection::count(const Stream& s) {
   if (http::ServerStats* stats = server_.options().stats) {
     const std::int64_t took =
         s.started < 0 ? -1 : std::chrono::steady_clock::now().time_since_epoch().count() - s.started;
-    stats->response(s.res.status, s.field_bytes + s.body.size(), s.pending.size() + s.sent, took);
+    stats->response(s.res.status, s.field_bytes + s.body.size(), s.sent + (s.pending.size() - s.pending_at), took);
   }
 }
 

@@ -226,8 +226,12 @@ SHOAL_TEST(Http2Server, AStreamItsClientDoesNotReadDoesNotStallTheOthers) {
   });
 }
 
+/// What /big writes: more than a write may leave untaken (a frame's worth,
+/// 16 KiB) and return.
+constexpr std::size_t kBig = 1000 + 16384;
+
 /// /events: one event, then (once `release` is set) a second; /big writes
-/// 1,000 bytes (saying when the write completed), then ends.
+/// kBig bytes at once (saying when the write completed), then ends.
 struct Streamer {
   shoal::Event* release;
   std::atomic<bool>* wrote;
@@ -235,7 +239,7 @@ struct Streamer {
   Task<void> operator()(const http::Request& req, http::Response& res) const {
     if (req.target() == "/big") {
       try {
-        co_await res.write(std::string(1000, 'b'));
+        co_await res.write(std::string(kBig, 'b'));
       } catch (const shoal::Cancelled&) {
         cancelled->set();
         throw;
@@ -299,9 +303,9 @@ SHOAL_TEST(Http2Server, AWriteWaitsForTheClientsWindow) {
     // closed window: the write has not completed.
     co_await c.send(frame(kPing, 0, 0, std::string(8, 'p')));
     EXPECT_TRUE((co_await c.until(kPing)).has_value());
-    EXPECT_FALSE(wrote.load()) << "the write completed with 900 bytes the window did not allow";
+    EXPECT_FALSE(wrote.load()) << "the write completed with more than a frame's worth the window did not allow";
     std::string more;
-    put32(more, 1000);  // past the body: nghttp2 sends even the empty last DATA only into an open window
+    put32(more, static_cast<std::uint32_t>(kBig));  // past the body: nghttp2 sends even the empty last DATA only into an open window
     co_await c.send(frame(kWindowUpdate, 0, 1, more));
     bool ended = false;
     while (std::optional<Frame> f = co_await c.until(kData, 1)) {
@@ -312,9 +316,38 @@ SHOAL_TEST(Http2Server, AWriteWaitsForTheClientsWindow) {
       }
     }
     EXPECT_TRUE(ended);
-    EXPECT_EQ(got, 1000u);
+    EXPECT_EQ(got, kBig);
   });
   EXPECT_TRUE(wrote.load());
+}
+
+/// Writes 100 pieces of 10 bytes, then says so and ends.
+struct SmallWrites {
+  shoal::Event* written;
+  Task<void> operator()(const http::Request&, http::Response& res) const {
+    for (int i = 0; i < 100; ++i) co_await res.write("0123456789");
+    written->set();
+  }
+};
+
+// Writes that fit in a frame complete without waiting for the client, and
+// leave together: with the stream's window shut until every write is done,
+// the body goes in one DATA frame (before, the first write waited for the
+// window, and each piece went in a frame of its own).
+SHOAL_TEST(Http2Server, SmallWritesCompleteAheadOfTheWindowAndLeaveInOneFrame) {
+  shoal::Event written;
+  co_await with_h2_server({}, SmallWrites{&written}, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    co_await c.send(window_setting(0) + get(1, "/"));
+    const bool in_time = co_await shoal::move_on_after(20s, written.wait());
+    EXPECT_TRUE(in_time) << "the writes waited for the shut window";
+    std::string more;
+    put32(more, 100000);
+    co_await c.send(frame(kWindowUpdate, 0, 1, more));
+    const std::optional<Frame> first = co_await c.until(kData, 1);
+    EXPECT_TRUE(first && first->payload.size() == 1000u)
+        << "the first DATA frame carries " << (first ? first->payload.size() : 0) << " bytes, not all 1,000";
+  });
 }
 
 SHOAL_TEST(Http2Server, AResetCancelsAHandlerWaitingToWrite) {

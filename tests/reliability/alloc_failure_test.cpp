@@ -644,6 +644,20 @@ Task<long> io_streams() {
   co_return sum.load();  // 12 + 100 + 1000
 }
 
+// Both protocols' handler: reads the request's body as it comes (on /all
+// all of it, on /some one piece), then answers "<bytes read>" and "!" in
+// two writes.
+Task<void> count_then_answer(const shoal::http::Request& req, shoal::http::Response& res) {
+  std::array<std::byte, 4> buf{};
+  std::size_t total = 0;
+  while (const std::size_t n = co_await req.read_some(buf)) {
+    total += n;
+    if (req.target() == "/some") break;
+  }
+  co_await res.write(std::to_string(total));
+  co_await res.write("!");
+}
+
 // HTTP/1.1 over socketpairs, both bodies streamed: the handler reads the
 // request's body as the client sends it, in two writes, and writes its
 // answer in two chunks. On /all it reads the whole body; on /some one
@@ -653,16 +667,7 @@ Task<long> http_streams() {
   shoal::http::ServerOptions options;
   options.stream_request_body = true;
   shoal::http::Server server(options);
-  const auto handler = [](const shoal::http::Request& req, shoal::http::Response& res) -> Task<void> {
-    std::array<std::byte, 4> buf{};
-    std::size_t total = 0;
-    while (const std::size_t n = co_await req.read_some(buf)) {
-      total += n;
-      if (req.target() == "/some") break;
-    }
-    co_await res.write(std::to_string(total));
-    co_await res.write("!");
-  };
+  const auto handler = &count_then_answer;
   long result = 0;
   for (const std::string_view target : {"/all", "/some"}) {
     int sv[2];
@@ -704,16 +709,7 @@ Task<long> http2_streams() {
   shoal::http::ServerOptions options;
   options.stream_request_body = true;
   shoal::http::Server server(options);
-  const auto handler = [](const shoal::http::Request& req, shoal::http::Response& res) -> Task<void> {
-    std::array<std::byte, 4> buf{};
-    std::size_t total = 0;
-    while (const std::size_t n = co_await req.read_some(buf)) {
-      total += n;
-      if (req.target() == "/some") break;
-    }
-    co_await res.write(std::to_string(total));
-    co_await res.write("!");
-  };
+  const auto handler = &count_then_answer;
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
     throw std::system_error(errno, std::generic_category(), "socketpair");

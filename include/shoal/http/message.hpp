@@ -22,7 +22,8 @@ namespace detail {
 class BodySink {
  public:
   /// Sends the head if not yet sent, then what `res.body` holds (which it
-  /// empties), then `chunk`; completes once the connection has taken them.
+  /// empties), then `chunk`; completes once the connection has taken them
+  /// (HTTP/2: all but at most a frame's worth, 16 KiB).
   virtual Task<void> write(Response& res, std::string_view chunk) = 0;
 
  protected:
@@ -144,7 +145,9 @@ class Response {
   /// headers set so far, which are then fixed; each call sends what `body`
   /// holds, then `chunk`, and completes once the connection has taken
   /// them, so a client that reads slowly slows the handler (backpressure),
-  /// and memory stays at one chunk. No length is sent: HTTP/1.1 frames the
+  /// and memory stays at one chunk. Over HTTP/2 it completes while at most
+  /// 16 KiB (a frame's worth) is still to be taken, so that small writes
+  /// leave together in one DATA frame; memory stays at one chunk and that. No length is sent: HTTP/1.1 frames the
   /// body chunked (to an HTTP/1.0 client, the connection closes after it);
   /// HTTP/2 ends the stream when the handler returns. What `body` holds
   /// then is sent last.
