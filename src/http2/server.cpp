@@ -337,7 +337,7 @@ class Connection {
       for (std::size_t i = 0; i < open(); ++i) stats->stream_closed();  // those the connection's end cut
       stats->http2_connection_closed();
     }
-    for (std::unique_ptr<Stream>& s : streams_) spare_streams().give(std::move(s));
+    release_idle();
   }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -658,7 +658,9 @@ Task<void> Connection::write_body(Stream& s, http::Response& res, std::string_vi
       s.pending.append(res.body);
       s.pending.append(chunk);
     }
-    if (!res.streaming()) http::detail::begin_streaming(res);  // queued below: the connection submits the head
+    // Marked once, at the first write (queued below; the connection
+    // submits the head): later writes do not touch what the connection reads.
+    if (!res.streaming()) http::detail::begin_streaming(res);
     s.wrote = true;
     if (!s.queued) {
       s.queued = true;

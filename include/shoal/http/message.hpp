@@ -147,8 +147,8 @@ class Response {
   /// them, so a client that reads slowly slows the handler (backpressure),
   /// and memory stays at one chunk. Over HTTP/2 it completes while at most
   /// 16 KiB (a frame's worth) is still to be taken, so that small writes
-  /// leave together in one DATA frame; memory stays at one chunk and that. No length is sent: HTTP/1.1 frames the
-  /// body chunked (to an HTTP/1.0 client, the connection closes after it);
+  /// leave together in one DATA frame. No length is sent: HTTP/1.1 frames
+  /// the body chunked (to an HTTP/1.0 client, the connection closes after it);
   /// HTTP/2 ends the stream when the handler returns. What `body` holds
   /// then is sent last.
   /// Checkpoint: yes.
