@@ -344,6 +344,11 @@ class Connection {
 
   Task<void> run(TaskSet& set, std::string preread);
   std::exception_ptr fault() const noexcept { return first_fault_; }
+  /// The server ended it (a GOAWAY is out): the client may still be
+  /// sending (mid-flood, or a request that crossed the GOAWAY), and a close
+  /// with its bytes unread would reset the connection, which can destroy
+  /// our last frames in its buffers before it reads them.
+  bool lingers() const noexcept { return lingers_; }
   std::size_t limit() const noexcept { return limit_; }
 
  private:
@@ -446,6 +451,7 @@ class Connection {
   std::string nv_text_;  // a response's field names and values (respond)
   std::vector<nghttp2_nv> nva_;
   std::exception_ptr first_fault_;
+  bool lingers_ = false;
   bool served_ = false;  // a request came (the idle timeout applies, not the header one)
   net::Connections::Entry entry_;  // the graceful shutdown's reach
   bool going_away_ = false;       // GOAWAY submitted: the open streams finish, no new one starts
@@ -1212,12 +1218,8 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
       }
     }
   }
+  lingers_ = !client_gone;
   set.cancel();
-  // The server ends it (a GOAWAY is out): the client may still be sending
-  // (mid-flood, or a request that crossed the GOAWAY), and a close with its
-  // bytes unread would reset the connection, which can destroy our last
-  // frames in its buffers before it reads them.
-  if (!client_gone) co_await conn_.linger_close(std::chrono::milliseconds(2000));
 }
 
 }  // namespace
@@ -1226,6 +1228,9 @@ Task<void> serve_connection(http::Server& server, shoal::detail::ByteStreamRef c
                             std::string preread) {
   Connection c(server, conn, handler);
   co_await task_set(c.limit(), [&c, &preread](TaskSet& set) -> Task<void> { co_await c.run(set, std::move(preread)); });
+  // Once the set is over: inside it, its own cancellation (which ends the
+  // streams' handlers) would cut the linger short at its first wait.
+  if (c.lingers()) co_await conn.linger_close(std::chrono::milliseconds(2000));
   if (c.fault()) std::rethrow_exception(c.fault());
 }
 

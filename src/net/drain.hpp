@@ -1,6 +1,6 @@
-// What a lingering close does after ending our sending side, for any
-// ByteStream (net::Stream::linger_close, tls::Stream::linger_close).
-// Internal.
+// What a lingering close does after ending our sending side, for a
+// ByteStream that has no read that reports a reset without throwing
+// (tls::Stream::linger_close; net::Stream's has its own loop). Internal.
 #pragma once
 
 #include <chrono>

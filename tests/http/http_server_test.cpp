@@ -478,6 +478,7 @@ SHOAL_TEST(HttpServer, ServesAnyByteStreamThroughItsOwnCalls) {
   EXPECT_FALSE(kept.lingered) << "nothing was left unread";
   EXPECT_TRUE(refusal.starts_with("HTTP/1.1 400")) << refusal;
   EXPECT_TRUE(refused.lingered) << "unread input: the stream's linger_close";
+  EXPECT_TRUE(refused.drained) << "the linger read to the client's end";
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "shoal/scope/cancel_scope.hpp"
 #include "shoal/sync/event.hpp"
 #include "http/streaming_handlers.hpp"
+#include "support/stream_io.hpp"
 #include "support/test_support.hpp"
 #include "src/http2/body_budget.hpp"
 
@@ -63,6 +64,31 @@ SHOAL_TEST(Http2Server, ASilentConnectionEndsWithGoawayNoErrorAfterTheHeaderTime
     }
     EXPECT_FALSE((co_await c.next()).has_value()) << "the connection stayed open after GOAWAY";
   });
+}
+
+SHOAL_TEST(Http2Server, AConnectionTheServerEndsReadsTheClientsLastBytesUntilTheClientEnds) {
+  // A close with the client's bytes unread would reset the connection, and
+  // a reset can destroy the GOAWAY before the client reads it.
+  auto listener = shoal::net::Listener::bind(Address::parse("127.0.0.1:0"));
+  http::ServerOptions o;
+  o.header_timeout = 50ms;
+  http::Server server(o);
+  Hang handler{nullptr, nullptr};
+  shoal::test::StreamRecord record;
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      shoal::test::RecordingStream conn(co_await listener.accept(), record);
+      co_await http2::serve_connection(server, std::move(conn), handler);
+    });
+    Client c = co_await Client::open(listener.local_address().to_string());
+    const std::optional<Frame> goaway = co_await c.until(kGoaway);
+    EXPECT_TRUE(goaway.has_value()) << "the connection ended without GOAWAY";
+    EXPECT_FALSE((co_await c.next()).has_value()) << "after GOAWAY, the server's end of stream";
+    co_await c.send(std::string(64 * 1024, '\0'));  // crossed the GOAWAY: read and dropped
+    c.conn.shutdown();
+  });
+  EXPECT_TRUE(record.lingered);
+  EXPECT_TRUE(record.drained) << "the linger was cut short (cancelled with the connection's streams)";
 }
 
 SHOAL_TEST(Http2Server, AStreamPastTheAdvertisedLimitIsRefused) {

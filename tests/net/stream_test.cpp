@@ -178,6 +178,79 @@ SHOAL_TEST(StreamTest, APeerResetSurfacesAsConnectionReset) {
   });
 }
 
+SHOAL_TEST(StreamTest, ALingeringCloseDrainsUnreadInputSoThePeerStillGetsTheReply) {
+  auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  bool lingered = false;
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      Stream conn = co_await listener.accept();
+      std::vector<char> one(1);
+      co_await conn.read_exact(bytes(one));  // the rest stays unread: a plain close would reset
+      co_await conn.write_all(cbytes(std::string("bye")));
+      co_await conn.linger_close(10s);
+      EXPECT_FALSE(conn.is_open()) << "linger_close closes";
+      lingered = true;
+    });
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(cbytes(std::string(200 * 1024, 'x')));
+    std::string got;
+    std::vector<char> buf(64);
+    for (;;) {
+      const std::size_t n = co_await c.read_some(bytes(buf));
+      if (n == 0) break;
+      got.append(buf.data(), n);
+    }
+    EXPECT_EQ(got, "bye") << "the reply, then our end of stream";
+    co_await c.write_all(cbytes(std::string("more")));  // still read and dropped
+    c.close();
+  });
+  EXPECT_TRUE(lingered);
+}
+
+SHOAL_TEST(StreamTest, ALingeringCloseEndsQuietlyWhenThePeerResets) {
+  auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  bool lingered = false;
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    shoal::Event reset;
+    s.spawn([&]() -> Task<void> {
+      Stream conn = co_await listener.accept();
+      std::vector<char> one(1);
+      co_await conn.read_exact(bytes(one));
+      co_await reset.wait();
+      co_await conn.linger_close(10s);  // the reset ends it, not the limit, and is no error
+      EXPECT_FALSE(conn.is_open());
+      lingered = true;
+    });
+    Stream c = co_await shoal::net::connect(addr);
+    co_await c.write_all(cbytes(std::string("x")));
+    linger l{1, 0};  // close with RST
+    ::setsockopt(c.native_handle(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    c.close();
+    reset.set();
+  });
+  EXPECT_TRUE(lingered);
+}
+
+SHOAL_TEST(StreamTest, ALingeringCloseGivesUpOnASilentPeerAtItsLimit) {
+  auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    shoal::Event done;
+    s.spawn([&]() -> Task<void> {
+      Stream conn = co_await listener.accept();
+      co_await conn.linger_close(20ms);  // the client never ends: the limit does
+      EXPECT_FALSE(conn.is_open());
+      done.set();
+    });
+    Stream c = co_await shoal::net::connect(addr);
+    co_await done.wait();
+    std::vector<char> buf(8);
+    EXPECT_EQ(co_await c.read_some(bytes(buf)), 0u) << "our end of stream, then the close";
+  });
+}
+
 SHOAL_TEST(StreamTest, WritingToAClosedPeerIsAnErrorNotSigpipe) {
   auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
   const Address addr = listener.local_address();

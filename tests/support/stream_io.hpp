@@ -30,6 +30,7 @@ Task<std::string> read_to_end(S& s) {
 struct StreamRecord {
   std::string read, written;  ///< the bytes, each way
   bool lingered = false;      ///< linger_close was called
+  bool drained = false;       ///< linger_close returned (the peer ended, reset or stayed silent; not cancelled)
 };
 
 /// A ByteStream of the test's own over a net::Stream, which records what
@@ -53,6 +54,7 @@ class RecordingStream {
   Task<void> linger_close(std::chrono::milliseconds limit) {
     r_->lingered = true;
     co_await s_.linger_close(limit);
+    r_->drained = true;
   }
   void close() noexcept { s_.close(); }
   void set_idle_timeout(std::chrono::milliseconds t) noexcept { s_.set_idle_timeout(t); }
