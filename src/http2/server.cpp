@@ -1226,12 +1226,18 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
 
 Task<void> serve_connection(http::Server& server, shoal::detail::ByteStreamRef conn, http::detail::HandlerRef handler,
                             std::string preread) {
-  Connection c(server, conn, handler);
-  co_await task_set(c.limit(), [&c, &preread](TaskSet& set) -> Task<void> { co_await c.run(set, std::move(preread)); });
+  bool lingers = false;
+  std::exception_ptr fault;
+  {
+    Connection c(server, conn, handler);
+    co_await task_set(c.limit(), [&c, &preread](TaskSet& set) -> Task<void> { co_await c.run(set, std::move(preread)); });
+    lingers = c.lingers();
+    fault = c.fault();
+  }  // the session and the streams are freed before the linger
   // Once the set is over: inside it, its own cancellation (which ends the
   // streams' handlers) would cut the linger short at its first wait.
-  if (c.lingers()) co_await conn.linger_close(std::chrono::milliseconds(2000));
-  if (c.fault()) std::rethrow_exception(c.fault());
+  if (lingers) co_await conn.linger_close(std::chrono::milliseconds(2000));
+  if (fault) std::rethrow_exception(fault);
 }
 
 }  // namespace shoal::http2::detail
