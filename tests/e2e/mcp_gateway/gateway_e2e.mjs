@@ -1,0 +1,175 @@
+// examples/mcp_gateway end to end: the MCP TypeScript SDK's client
+// (StreamableHTTPClientTransport, as real clients connect) against the
+// gateway running tool_server.mjs, one child per session.
+//   node gateway_e2e.mjs <gateway pid> <url> <mode>
+//   mode main: the protocol; mode limits: a gateway started with small limits.
+// Exits 0 when every check passed; prints what failed otherwise.
+import fs from 'node:fs';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+
+const [gwPid, url, mode] = [Number(process.argv[2]), process.argv[3], process.argv[4]];
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const textOf = (r) => r.content.map((c) => c.text ?? '').join('');
+let failed = 0;
+function check(cond, what) {
+  console.log(`${cond ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!cond) failed++;
+}
+
+function alive(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z' ? 'alive' : 'zombie';
+  } catch { return 'gone'; }
+}
+async function waitGone(pid, ms) {
+  const t0 = Date.now();
+  while (Date.now() - t0 < ms) {
+    if (alive(pid) === 'gone') return Date.now() - t0;
+    await sleep(20);
+  }
+  return null;
+}
+
+async function open(opts = {}) {
+  const transport = new StreamableHTTPClientTransport(new URL(url), opts.transport);
+  const client = new Client({ name: 'shoal-e2e', version: '1.0.0' }, { capabilities: { sampling: {} } });
+  client.setRequestHandler(CreateMessageRequestSchema, async (req) => ({
+    role: 'assistant', model: 'e2e', content: { type: 'text', text: `yes to ${req.params.messages[0].content.text}` },
+  }));
+  await client.connect(transport);
+  return { client, transport };
+}
+const call = (s, name, args, opts) => s.client.callTool({ name, arguments: args }, undefined, opts);
+
+async function raw(method, headers = {}, body = undefined) {
+  const r = await fetch(url, {
+    method,
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    body,
+    signal: AbortSignal.timeout(10000),
+  });
+  return { status: r.status, headers: r.headers, text: await r.text() };
+}
+const initBody = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize',
+  params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+
+async function main() {
+  const A = await open();
+  check(!!A.transport.sessionId, `initialize gives a session id (${A.transport.sessionId})`);
+  const tools = (await A.client.listTools()).tools.map((t) => t.name).sort().join(',');
+  check(tools === 'ask,big,echo,pid,sleep', `tools/list: ${tools}`);
+  const t = 'héllo "gateway" \\ ✓\n';
+  check(textOf(await call(A, 'echo', { text: t })) === t, 'echo returns the text as sent');
+  const big = textOf(await call(A, 'big', { bytes: 1 << 20 }));
+  check(big.length === 1 << 20 && big.charCodeAt(1 << 19) === 97 + ((1 << 19) % 26), `a 1 MiB result (${big.length} bytes)`);
+  const seen = [];
+  const slept = await call(A, 'sleep', { ms: 500 }, { onprogress: (p) => seen.push(p.progress) });
+  check(textOf(slept) === 'slept 500' && seen.join() === '1,2,3,4,5,6,7,8,9,10', `progress in order: ${seen.join()}`);
+  const asked = textOf(await call(A, 'ask', { question: 'ok?' }));
+  check(asked === 'answered: yes to ok?', `a sampling request from the server round-trips through the client: ${asked}`);
+
+  // Two sessions: own ids, own children, progress only on its own call.
+  const B = await open();
+  const [pa, pb] = [Number(textOf(await call(A, 'pid', {}))), Number(textOf(await call(B, 'pid', {})))];
+  check(A.transport.sessionId !== B.transport.sessionId && pa !== pb && alive(pa) === 'alive' && alive(pb) === 'alive',
+    `two sessions, two children (${pa}, ${pb})`);
+  const [sa, sb] = [[], []];
+  await Promise.all([
+    call(A, 'sleep', { ms: 250 }, { onprogress: (p) => sa.push(p.progress) }),
+    call(B, 'sleep', { ms: 150 }, { onprogress: (p) => sb.push(p.progress) }),
+  ]);
+  check(sa.join() === '1,2,3,4,5' && sb.join() === '1,2,3', `each session's progress on its own call (A ${sa}, B ${sb})`);
+
+  // DELETE reaps the child within 2 s; the id then answers 404.
+  const bid = B.transport.sessionId;
+  await B.transport.terminateSession();
+  await B.client.close();
+  const reaped = await waitGone(pb, 2000);
+  check(reaped !== null, `DELETE: the child is reaped (${reaped} ms)`);
+  const after = await raw('POST', { 'mcp-session-id': bid, 'mcp-protocol-version': '2025-06-18' },
+    JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'tools/list' }));
+  check(after.status === 404, `a deleted session answers 404 (${after.status})`);
+  const unknown = await raw('POST', { 'mcp-session-id': 'nope', 'mcp-protocol-version': '2025-06-18' },
+    JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'tools/list' }));
+  check(unknown.status === 404, `an unknown session answers 404 (${unknown.status})`);
+
+  // Malformed bodies: 400 with a JSON-RPC parse error; the others serve on.
+  const bad = await raw('POST', {}, '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{');
+  check(bad.status === 400 && /-32700/.test(bad.text), `malformed JSON: 400 and a parse error (${bad.status} ${bad.text.slice(0, 80)})`);
+  const bad2 = await raw('POST', { 'mcp-session-id': A.transport.sessionId, 'mcp-protocol-version': '2025-06-18' }, '{"id":2');
+  check(bad2.status === 400, `malformed JSON in a session: 400 (${bad2.status})`);
+  const v = await raw('POST', { 'mcp-session-id': A.transport.sessionId, 'mcp-protocol-version': '1999-01-01' },
+    JSON.stringify({ jsonrpc: '2.0', id: 6, method: 'tools/list' }));
+  check(v.status === 400 && /MCP-Protocol-Version/.test(v.text), `an unsupported protocol version: 400 (${v.status})`);
+  const nov = await raw('POST', { 'mcp-session-id': A.transport.sessionId },
+    JSON.stringify({ jsonrpc: '2.0', id: 6, method: 'tools/list' }));
+  check(nov.status === 400, `no protocol version on a 2025-06-18 session: 400 (${nov.status})`);
+  const origin = await raw('POST', { origin: 'http://evil.example' }, initBody);
+  check(origin.status === 403, `a foreign Origin: 403 (${origin.status})`);
+  const local = await raw('POST', { origin: 'http://localhost:3000' }, initBody);
+  check(local.status === 200 && local.headers.get('mcp-session-id'), `a local Origin is served (${local.status})`);
+  if (local.headers.get('mcp-session-id')) {
+    const del = await raw('DELETE', { 'mcp-session-id': local.headers.get('mcp-session-id'), 'mcp-protocol-version': '2025-06-18' });
+    check(del.status === 200, `DELETE answers 200 (${del.status})`);
+  }
+  check(textOf(await call(A, 'echo', { text: 'still here' })) === 'still here', 'the first session serves on');
+
+  // A JSON-only client gets the answer as application/json.
+  const init = await raw('POST', { accept: 'application/json' }, initBody);
+  const jsid = init.headers.get('mcp-session-id');
+  check(init.status === 200 && /^application\/json/.test(init.headers.get('content-type') || ''), `initialize answered as JSON (${init.status} ${init.headers.get('content-type')})`);
+  const hdr = { accept: 'application/json', 'mcp-session-id': jsid, 'mcp-protocol-version': '2025-06-18' };
+  const ack = await raw('POST', hdr, JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+  check(ack.status === 202 && ack.text === '', `a notification: 202 with no body (${ack.status})`);
+  const batch = await raw('POST', hdr, JSON.stringify([{ jsonrpc: '2.0', id: 'a', method: 'ping' }, { jsonrpc: '2.0', id: 'b', method: 'ping' }]));
+  let answers = [];
+  try { answers = JSON.parse(batch.text).map((m) => m.id).sort(); } catch {}
+  check(batch.status === 200 && answers.join() === 'a,b', `a batch gets an array of answers (${batch.status} ${batch.text.slice(0, 80)})`);
+  await raw('DELETE', hdr);
+
+  await A.transport.terminateSession();
+  await A.client.close();
+  check(await waitGone(pa, 2000) !== null, 'the first session\'s child is reaped after DELETE');
+}
+
+async function limits() {
+  // Started with --max-sessions 1 --max-message 2000 --token-file: see run.sh.
+  const token = process.env.E2E_TOKEN;
+  const auth = { authorization: `Bearer ${token}` };
+  const none = await raw('POST', {}, initBody);
+  check(none.status === 401 && none.headers.get('www-authenticate') === 'Bearer', `no token: 401 (${none.status})`);
+  const A = await open({ transport: { requestInit: { headers: auth } } });
+  check(!!A.transport.sessionId, 'with the token: a session');
+  const full = await raw('POST', auth, initBody);
+  check(full.status === 503 && full.headers.get('retry-after') === '1', `past --max-sessions: 503 with Retry-After (${full.status})`);
+  const huge = await raw('POST', { ...auth, 'mcp-session-id': A.transport.sessionId, 'mcp-protocol-version': '2025-06-18' },
+    JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'echo', arguments: { text: 'x'.repeat(5000) } } }));
+  check(huge.status === 413 && /--max-message/.test(huge.text), `past --max-message: 413 (${huge.status} ${huge.text.slice(0, 80)})`);
+  check(textOf(await call(A, 'echo', { text: 'fine' })) === 'fine', 'the session serves on');
+  await A.transport.terminateSession();
+  await A.client.close();
+  // The slot is given back once the session's task has reaped the child:
+  // 503 until then (bounded: the child exits at its end of input).
+  let again = null;
+  for (const t0 = Date.now(); !again && Date.now() - t0 < 5000;) {
+    try { again = await open({ transport: { requestInit: { headers: auth } } }); } catch (e) {
+      if (!/at their limit/.test(String(e))) throw e;
+      await sleep(20);
+    }
+  }
+  check(!!again?.transport.sessionId, 'after DELETE the slot is free again');
+  await again.transport.terminateSession();
+  await again.client.close();
+}
+
+const modes = { main, limits };
+const guard = setTimeout(() => { console.log('FAIL the test took over 90 s'); process.exit(1); }, 90000);
+modes[mode]().then(() => {
+  clearTimeout(guard);
+  console.log(failed ? `${failed} check(s) failed` : 'every check passed');
+  process.exit(failed ? 1 : 0);
+}, (e) => { console.log(`FAIL ${e.stack || e}`); process.exit(1); });
+void gwPid;

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# examples/mcp_gateway end to end (ctest label e2e): the MCP SDK's client
+# against the gateway running tool_server.mjs (one child per session), then
+# the limits on a second gateway; each gateway is SIGTERMed and must reap
+# every child and exit 0. Uses the pinned SDK that tests/e2e/mcp installs.
+#   run.sh <mcp_gateway binary> <work dir>
+set -euo pipefail
+gateway_bin=$1
+work=$2
+here=$(cd "$(dirname "$0")" && pwd)
+
+command -v node >/dev/null || { echo "mcp gateway e2e: node is not installed (Node 20 is expected on the machine)"; exit 1; }
+mkdir -p "$work"
+cp "$here/../mcp/package.json" "$here/../mcp/package-lock.json" "$here/tool_server.mjs" "$here/gateway_e2e.mjs" "$work/"
+cd "$work"
+if [ ! -d node_modules/@modelcontextprotocol/sdk ] || ! cmp -s package-lock.json node_modules/.package-lock.json.copy; then
+  if ! npm ci --no-audit --no-fund >npm.log 2>&1; then
+    echo "mcp gateway e2e: npm ci failed: the npm registry must be reachable to install the pinned MCP packages. Its log:"
+    tail -20 npm.log
+    exit 1
+  fi
+  cp package-lock.json node_modules/.package-lock.json.copy
+fi
+
+status=0
+# Starts a gateway with "$@" before the address; sets gw and url.
+start() {
+  "$gateway_bin" "$@" 127.0.0.1:0 -- node tool_server.mjs >gw.out 2>>gw.err &
+  gw=$!
+  for _ in $(seq 100); do
+    grep -q "^mcp_gateway: serving" gw.out 2>/dev/null && break
+    sleep 0.1
+  done
+  url=$(sed -n 's/^mcp_gateway: serving \([^ ,]*\),.*/\1/p' gw.out)
+  [ -n "$url" ] || { echo "mcp gateway e2e: the gateway did not start:"; cat gw.err; kill -KILL "$gw" 2>/dev/null; exit 1; }
+}
+# SIGTERMs the gateway: it must exit 0 within 10 s, leaving no child.
+stop() {
+  local kids
+  kids=$(pgrep -P "$gw" || true)
+  kill -TERM "$gw"
+  for _ in $(seq 100); do kill -0 "$gw" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$gw" 2>/dev/null; then
+    echo "FAIL the gateway did not exit within 10 s of SIGTERM"; kill -KILL "$gw"; status=1
+  elif ! wait "$gw"; then
+    echo "FAIL the gateway exited with $? after SIGTERM"; status=1
+  else
+    echo "ok   SIGTERM: the gateway exited 0"
+  fi
+  for k in $kids; do
+    if kill -0 "$k" 2>/dev/null; then echo "FAIL child $k outlived the gateway: $(ps -o pid,ppid,stat,args -p "$k" | tail -1)"; status=1; fi
+  done
+}
+trap 'kill -KILL "${gw:-}" 2>/dev/null || true' EXIT
+
+start
+open_at_exit() {  # a session left open: SIGTERM must end it too
+  node -e "
+    const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+    const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+    const c = new Client({ name: 'left-open', version: '1' });
+    await c.connect(new StreamableHTTPClientTransport(new URL('$url')));
+    console.log('left open');
+    process.exit(0);" --input-type=module
+}
+timeout 120 node gateway_e2e.mjs "$gw" "$url" main || status=1
+open_at_exit || status=1
+stop
+
+echo "e2e-token-$$" >token
+start --max-sessions 1 --max-message 2000 --token-file token
+E2E_TOKEN="e2e-token-$$" timeout 120 node gateway_e2e.mjs "$gw" "$url" limits || status=1
+stop
+
+echo "mcp gateway e2e: $(grep -c '^mcp_gateway: session' gw.err) session log lines, e.g.:"
+grep -m2 '^mcp_gateway: session' gw.err || true
+[ "$status" -eq 0 ] || { echo "mcp gateway e2e: FAILED; the gateway's log:"; tail -40 gw.err; }
+exit "$status"
