@@ -6,6 +6,7 @@
 //     --max-sessions N      sessions at once; past it, 503 with Retry-After (default 10000)
 //     --max-message BYTES   a POST body or a line of a child's output (default 4194304)
 //     --idle-timeout S      a session with no request and no stream open ends (default 300)
+//     --abandoned-timeout S the same once its last stream broke (its client went away; default 10)
 //     --grace MS            after DELETE: for the child to exit on end of input, then after SIGTERM (default 1000)
 //     --keepalive S         an SSE comment this often on open streams (default 15)
 //     --allow-origin O      an Origin allowed besides local pages (repeatable)
@@ -78,6 +79,8 @@ Args parse(int argc, char** argv) {
       a.config.max_message = static_cast<std::size_t>(number(arg, value(arg)));
     } else if (arg == "--idle-timeout") {
       a.config.idle_timeout = std::chrono::seconds(number(arg, value(arg)));
+    } else if (arg == "--abandoned-timeout") {
+      a.config.abandoned_timeout = std::chrono::seconds(number(arg, value(arg)));
     } else if (arg == "--grace") {
       a.config.kill_grace = std::chrono::milliseconds(number(arg, value(arg)));
     } else if (arg == "--keepalive") {
@@ -216,7 +219,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr,
                  "mcp_gateway: %s\nusage: mcp_gateway [--endpoint PATH] [--max-sessions N] [--max-message BYTES] "
-                 "[--idle-timeout S] [--grace MS] [--keepalive S] [--allow-origin O]... [--token-file F] "
+                 "[--idle-timeout S] [--abandoned-timeout S] [--grace MS] [--keepalive S] [--allow-origin O]... [--token-file F] "
                  "[--tls CERT KEY] [--metrics] ADDRESS -- COMMAND [ARGS...]\n"
                  "  e.g. mcp_gateway 127.0.0.1:8000 -- npx -y @modelcontextprotocol/server-everything\n",
                  e.what());

@@ -125,6 +125,24 @@ class Gateway {
   }
 
  private:
+  // A stream's end on every way out, a cancellation included: `clean`
+  // unless its client went away (a write failed, or HTTP/2 reset it).
+  struct Closer {
+    Session& s;
+    std::shared_ptr<Outbox>& box;
+    bool request = true;  // a POST's requests in flight (the idle timeout waits for them)
+    bool clean = false;
+    Closer(Session& session, std::shared_ptr<Outbox>& b, bool in_flight = true) : s(session), box(b), request(in_flight) {
+      if (request) s.busy(+1);
+    }
+    Closer(const Closer&) = delete;
+    Closer& operator=(const Closer&) = delete;
+    ~Closer() {
+      s.close_stream(box, !clean);
+      if (request) s.busy(-1);
+    }
+  };
+
   struct Admission {
     std::shared_ptr<Session> session;
     shoal::OneshotSender<bool> reply;
@@ -243,21 +261,14 @@ class Gateway {
       refuse(res, 404, "session " + s->id() + " ended", "null", -32001);
       co_return;
     }
-    s->busy(+1);
-    struct Done {  // on every way out, a cancellation included
-      Session& s;
-      std::shared_ptr<Outbox>& box;
-      ~Done() {
-        s.close_stream(box);
-        s.busy(-1);
-      }
-    } done{*s, box};
+    Closer done{*s, box};
     for (std::string_view t : texts) co_await s->to_child(std::string(t));
     if (sse) {
       co_await stream_events(*box, res, requests);
     } else {
       co_await answer_json(*box, res, requests, batch);
     }
+    done.clean = true;
   }
 
   shoal::Task<std::shared_ptr<Session>> open_session(shoal::http::Response& res) {
@@ -356,11 +367,7 @@ class Gateway {
       refuse(res, 404, "session " + s->id() + " ended", "null", -32001);
       co_return;
     }
-    struct Done {
-      Session& s;
-      std::shared_ptr<Outbox>& box;
-      ~Done() { s.close_stream(box); }
-    } done{*s, box};
+    Closer done{*s, box, false};
     res.set_header("Content-Type", "text/event-stream");
     res.set_header("Cache-Control", "no-cache");
     std::vector<Event> missed;
@@ -368,7 +375,7 @@ class Gateway {
     co_await res.write(": stream open\n\n");
     for (const Event& e : missed) co_await write_event(res, e);
     for (std::optional<Event> e; co_await next_event(*box, res, e);) co_await write_event(res, *e);
-    // the session ended, or a newer GET took over
+    done.clean = true;  // the session ended, or a newer GET took over
   }
 
   void del(const shoal::http::Request& req, shoal::http::Response& res) {

@@ -40,6 +40,10 @@ struct Config {
   /// A session with no request in flight and no stream open ends after
   /// this long.
   std::chrono::milliseconds idle_timeout = std::chrono::minutes(5);
+  /// The same, sooner, for a session whose last stream broke (its client
+  /// went away: a reset, or a keep-alive write that failed) rather than
+  /// ended: a client that is still there reconnects at once.
+  std::chrono::milliseconds abandoned_timeout = std::chrono::seconds(10);
   /// After DELETE (or the end): how long the child has after its stdin
   /// closes, then after SIGTERM, before SIGKILL.
   std::chrono::milliseconds kill_grace = std::chrono::seconds(1);
@@ -105,7 +109,7 @@ struct Stats {
 };
 
 /// How a session ended, for its log line.
-enum class Ending { running, child_exited, deleted, idle, shutdown, too_long, failed };
+enum class Ending { running, child_exited, deleted, idle, abandoned, shutdown, too_long, failed };
 
 inline const char* to_string(Ending e) noexcept {
   switch (e) {
@@ -113,6 +117,7 @@ inline const char* to_string(Ending e) noexcept {
     case Ending::child_exited: return "child exited";
     case Ending::deleted: return "DELETE";
     case Ending::idle: return "idle timeout";
+    case Ending::abandoned: return "its client went away";
     case Ending::shutdown: return "shutdown";
     case Ending::too_long: return "a line of its output past --max-message";
     case Ending::failed: return "an I/O error";
@@ -177,6 +182,7 @@ class Session {
     std::lock_guard g(lock_);
     if (ended()) return nullptr;
     auto box = std::make_shared<Outbox>(next_stream_++, sse);
+    abandoned_ = false;
     for (const Message& m : messages) {
       if (!m.is_request()) continue;
       by_id_[std::string(*m.id)] = Route{box, box->stream};
@@ -193,8 +199,9 @@ class Session {
 
   /// Forgets `box` (its handler ended). A response still due to it is kept
   /// for a GET with Last-Event-ID that resumes the stream.
-  void close_stream(const std::shared_ptr<Outbox>& box) noexcept {
+  void close_stream(const std::shared_ptr<Outbox>& box, bool broken) noexcept {
     std::lock_guard g(lock_);
+    abandoned_ = broken;
     if (standalone_ == box) standalone_.reset();
     std::erase(sse_streams_, box);
     for (auto& [id, r] : by_id_) {
@@ -204,6 +211,7 @@ class Session {
     --streams_open_;
     touched_ = Clock::now();
     box->queue.close();
+    if (streams_open_ == 0 && requests_ == 0) idle_.notify_one();  // the session's task: the idle clock starts
   }
 
   /// The events after `last` on the stream it was sent on (none if it is
@@ -244,6 +252,7 @@ class Session {
     std::lock_guard g(lock_);
     requests_ += d;
     touched_ = Clock::now();
+    if (streams_open_ == 0 && requests_ == 0) idle_.notify_one();
   }
 
   /// Runs the session to its end: routes the child's output until DELETE,
@@ -283,11 +292,12 @@ class Session {
     for (;;) {
       const auto deadline = idle_deadline();
       const auto woke = co_await shoal::select(shoal::net::on_readable(out), shoal::on_event(stop_),
-                                               shoal::on_deadline(deadline));
+                                               shoal::on_deadline(deadline), shoal::on_notify(idle_));
       if (woke.index() == 1) co_return;
+      if (woke.index() == 3) continue;  // idle now: a new deadline
       if (woke.index() == 2) {
         if (idle_deadline() <= Clock::now()) {
-          end(Ending::idle);
+          end(abandoned() ? Ending::abandoned : Ending::idle);
           co_return;
         }
         continue;
@@ -301,10 +311,15 @@ class Session {
     }
   }
 
+  bool abandoned() const {
+    std::lock_guard g(lock_);
+    return abandoned_;
+  }
+
   Clock::time_point idle_deadline() const {
     std::lock_guard g(lock_);
     if (requests_ > 0 || streams_open_ > 0) return Clock::time_point::max();
-    return touched_ + config_.idle_timeout;
+    return touched_ + (abandoned_ ? std::min(config_.abandoned_timeout, config_.idle_timeout) : config_.idle_timeout);
   }
 
   // One line of the child's output to the stream it belongs to.
@@ -398,6 +413,7 @@ class Session {
   std::optional<shoal::process::Child> child_;
   shoal::Mutex stdin_lock_;
   shoal::Event stop_;
+  shoal::Notify idle_;  // the last request or stream ended
   std::atomic<Ending> ending_{Ending::running};
   std::atomic<bool> ended_{false};
   std::atomic<std::uint64_t> messages_in_{0};
@@ -412,6 +428,7 @@ class Session {
   std::deque<Stored> replay_;
   std::uint64_t next_seq_ = 1, next_stream_ = 1;
   int streams_open_ = 0, requests_ = 0;
+  bool abandoned_ = false;  // the last stream to close broke
   Clock::time_point touched_ = Clock::now();
 };
 

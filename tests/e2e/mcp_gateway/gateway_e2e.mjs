@@ -5,6 +5,8 @@
 //   mode main: the protocol; mode limits: a gateway started with small limits.
 // Exits 0 when every check passed; prints what failed otherwise.
 import fs from 'node:fs';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -130,9 +132,27 @@ async function main() {
   check(batch.status === 200 && answers.join() === 'a,b', `a batch gets an array of answers (${batch.status} ${batch.text.slice(0, 80)})`);
   await raw('DELETE', hdr);
 
+  // A client killed without DELETE: its GET stream breaks (the keep-alive
+  // write fails; run.sh starts the gateway with --keepalive 1
+  // --abandoned-timeout 1), and the session ends.
+  const victim = spawn(process.execPath, [fileURLToPath(import.meta.url), String(gwPid), url, 'hold'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  victim.stdout.on('data', (d) => { out += d; });
+  for (const t0 = Date.now(); !/ready/.test(out) && Date.now() - t0 < 15000;) await sleep(20);
+  const vpid = Number((out.match(/pid=(\d+)/) || [])[1]);
+  victim.kill('SIGKILL');
+  const vgone = vpid ? await waitGone(vpid, 10000) : null;
+  check(vgone !== null, `a client killed without DELETE: its child ${vpid} is reaped (${vgone} ms after)`);
+
   await A.transport.terminateSession();
   await A.client.close();
   check(await waitGone(pa, 2000) !== null, 'the first session\'s child is reaped after DELETE');
+}
+
+async function hold() {
+  const s = await open();
+  console.log(`pid=${textOf(await call(s, 'pid', {}))}\nready`);
+  await sleep(60000);
 }
 
 async function limits() {
@@ -165,7 +185,7 @@ async function limits() {
   await again.client.close();
 }
 
-const modes = { main, limits };
+const modes = { main, limits, hold };
 const guard = setTimeout(() => { console.log('FAIL the test took over 90 s'); process.exit(1); }, 90000);
 modes[mode]().then(() => {
   clearTimeout(guard);

@@ -53,7 +53,7 @@ stop() {
 }
 trap 'kill -KILL "${gw:-}" 2>/dev/null || true' EXIT
 
-start
+start --keepalive 1 --abandoned-timeout 1
 open_at_exit() {  # a session left open: SIGTERM must end it too
   node -e "
     const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
