@@ -129,8 +129,14 @@ struct Handler {
   const mcp_gateway::Stats* stats;
   const shoal::http::ServerStats* http;
   bool metrics;
+  // Not a coroutine itself: a session's GET stream waits in the gateway's
+  // frames only.
   shoal::Task<void> operator()(const shoal::http::Request& req, shoal::http::Response& res) const {
-    if (metrics && req.method() == "GET" && req.target() == "/metrics") {
+    if (metrics && req.method() == "GET" && req.target() == "/metrics") return serve_metrics(res);
+    return (*gateway)(req, res);
+  }
+  shoal::Task<void> serve_metrics(shoal::http::Response& res) const {
+    {
       res.set_header("Content-Type", "text/plain; version=0.0.4");
       res.body = shoal::to_prometheus(shoal::this_task::runtime_metrics()) + http->to_prometheus();
       const auto put = [&](const char* name, const char* help, std::uint64_t v) {
@@ -144,9 +150,8 @@ struct Handler {
       put("mcp_gateway_messages_out_total", "messages from children to clients", stats->messages_out.load());
       put("mcp_gateway_bytes_in_total", "bytes from clients to children", stats->bytes_in.load());
       put("mcp_gateway_bytes_out_total", "bytes from children to clients", stats->bytes_out.load());
-      co_return;
     }
-    co_await (*gateway)(req, res);
+    co_return;
   }
 };
 

@@ -95,33 +95,33 @@ class Gateway {
     for (auto& [id, s] : sessions_) s->end(Ending::shutdown);
   }
 
-  /// The http handler: `config.endpoint` (POST, GET, DELETE).
+  /// The http handler: `config.endpoint` (POST, GET, DELETE). Not a
+  /// coroutine itself: a session's GET stream waits in get()'s frame only.
   shoal::Task<void> operator()(const shoal::http::Request& req, shoal::http::Response& res) {
     std::string_view path = req.target();
     if (const auto q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
     if (path != config_.endpoint) {
       refuse(res, 404, "no such endpoint: " + std::string(path) + " (MCP is served at " + config_.endpoint + ")");
-      co_return;
+      return answered();
     }
     if (const std::string_view origin = req.header("origin"); !origin.empty() && !origin_allowed(origin, config_.allowed_origins)) {
       refuse(res, 403, "Origin " + std::string(origin) + " is not allowed (DNS-rebinding protection; --allow-origin adds one)");
-      co_return;
+      return answered();
     }
     if (!config_.token.empty() && req.header("authorization") != "Bearer " + config_.token) {
       res.set_header("WWW-Authenticate", "Bearer");
       refuse(res, 401, "a missing or wrong bearer token (--token-file)");
-      co_return;
+      return answered();
     }
-    if (req.method() == "POST") {
-      co_await post(req, res);
-    } else if (req.method() == "GET") {
-      co_await get(req, res);
-    } else if (req.method() == "DELETE") {
+    if (req.method() == "POST") return post(req, res);
+    if (req.method() == "GET") return get(req, res);
+    if (req.method() == "DELETE") {
       del(req, res);
     } else {
       res.set_header("Allow", "GET, POST, DELETE");
       refuse(res, 405, "method " + std::string(req.method()) + " is not one of GET, POST, DELETE");
     }
+    return answered();
   }
 
  private:
@@ -142,6 +142,8 @@ class Gateway {
       if (request) s.busy(-1);
     }
   };
+
+  static shoal::Task<void> answered() { co_return; }
 
   struct Admission {
     std::shared_ptr<Session> session;

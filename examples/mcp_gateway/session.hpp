@@ -14,7 +14,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -208,6 +207,9 @@ class Session {
       if (r.box == box) r.box.reset();
     }
     std::erase_if(by_token_, [&](const auto& kv) { return kv.second == box; });
+    // A stream that ended whole needs no resume: an idle session keeps
+    // no events.
+    if (!broken) std::erase_if(replay_, [&](const Stored& e) { return e.stream == box->stream; });
     --streams_open_;
     touched_ = Clock::now();
     box->queue.close();
@@ -341,8 +343,8 @@ class Session {
       e.seq = next_seq_++;
       if (box) stream = box->stream;
       if (stream != 0 && (!box || box->events)) {
+        if (replay_.size() >= config_.replay_events) replay_.erase(replay_.begin());
         replay_.push_back(Stored{e.seq, stream, line});
-        if (replay_.size() > config_.replay_events) replay_.pop_front();
       }
     }
     if (!box) co_return;  // kept for a resume, or nobody is listening (as a stdio client that ignores it)
@@ -425,7 +427,7 @@ class Session {
   std::unordered_map<std::string, std::shared_ptr<Outbox>> by_token_;
   std::shared_ptr<Outbox> standalone_;
   std::vector<std::shared_ptr<Outbox>> sse_streams_;
-  std::deque<Stored> replay_;
+  std::vector<Stored> replay_;  // oldest first; a vector: an empty one allocates nothing
   std::uint64_t next_seq_ = 1, next_stream_ = 1;
   int streams_open_ = 0, requests_ = 0;
   bool abandoned_ = false;  // the last stream to close broke

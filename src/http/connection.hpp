@@ -466,6 +466,11 @@ Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
       if (!entry.go_busy()) break;  // the shutdown closed it meanwhile
       ended_idle = false;
       if (co_await read_more(conn, in, o.header_timeout) != Read::data) co_return;
+      // A Task<void> handler may wait long (an SSE stream, a long poll)
+      // holding the request's head: hold it in a buffer its size, not the
+      // read's 4 KiB (a malloc and a copy of a few hundred bytes, before any
+      // view into it is taken).
+      if (handler.call == nullptr && in.capacity() > in.size() + 1024) in.shrink_to_fit();
       const std::string_view opening = std::string_view(in).substr(0, kHttp2Preface.size());
       if (first && server.http2() != nullptr && kHttp2Preface.starts_with(opening)) {
         if (co_await serve_http2(server, conn, handler, in)) co_return;

@@ -31,7 +31,13 @@ std::string_view BufferedReader::take(std::size_t n) noexcept {
 
 detail::ReadableCase on_readable(BufferedReader& r) {
   detail::ReadableCase c = r.in_.readable_case();
-  if (r.start_ < r.buf_.size() || r.eof_) c.set_pending();
+  if (r.start_ < r.buf_.size() || r.eof_) {
+    c.set_pending();
+  } else {
+    // A wait as fill's is: an idle reader holds no buffer.
+    std::string().swap(r.buf_);
+    r.start_ = 0;
+  }
   return c;
 }
 

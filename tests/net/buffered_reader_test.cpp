@@ -50,6 +50,26 @@ SHOAL_TEST(BufferedReaderTest, LinesSplitAcrossReadsComeOutWholeWithoutTheirEndi
   EXPECT_EQ(lines, (std::vector<std::string>{"alpha", "beta", "", "gamma"}));
 }
 
+SHOAL_TEST(BufferedReaderTest, AReaderWaitingInASelectWithNothingReadAheadHoldsNoBuffer) {
+  Pair pair = stream_pair();  // not a structured binding: clang 14 cannot capture one
+  Stream& in = pair.a;
+  Stream& out = pair.b;
+  BufferedReader r(in, 16 * 1024);
+  co_await out.write_all(std::string_view("one\ntwo\n"));
+  EXPECT_EQ(co_await r.read_line(100), "one");
+  EXPECT_GE(r.buffer_size(), 16u * 1024) << "a read's buffer";
+  auto still = co_await shoal::select(shoal::net::on_readable(r), shoal::on_timeout(10s));
+  EXPECT_EQ(still.index(), 0u) << "\"two\" is read ahead: ready at once";
+  EXPECT_GE(r.buffer_size(), 16u * 1024) << "kept while bytes are read ahead";
+  EXPECT_EQ(co_await r.read_line(100), "two");
+  // Nothing is read ahead and nothing comes: the select waits, then times out.
+  auto woke = co_await shoal::select(shoal::net::on_readable(r), shoal::on_timeout(1ms));
+  EXPECT_EQ(woke.index(), 1u);
+  EXPECT_EQ(r.buffer_size(), 0u) << "the select waited holding the 16 KiB buffer";
+  co_await out.write_all(std::string_view("three\n"));
+  EXPECT_EQ(co_await r.read_line(100), "three");
+}
+
 SHOAL_TEST(BufferedReaderTest, ALineOverTheLimitIsAClearErrorAndMemoryStaysBounded) {
   Pair pair = stream_pair();  // not a structured binding: clang 14 cannot capture one
   Stream& in = pair.a;

@@ -73,6 +73,9 @@ class BufferedReader {
 
   /// The bytes read ahead and not yet taken.
   std::string_view buffered() const noexcept { return std::string_view(buf_).substr(start_); }
+  /// The bytes of buffer it holds (read ahead or not): 0 while it waits
+  /// with nothing read ahead, in a call or in a select on on_readable.
+  std::size_t buffer_size() const noexcept { return buf_.capacity() > 15 ? buf_.capacity() : 0; }
 
   /// A select case (shoal::select) that completes when the reader's next
   /// call would not wait for the stream to become readable: at once while
