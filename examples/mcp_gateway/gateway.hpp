@@ -161,6 +161,7 @@ class Gateway {
   }
 
   shoal::Task<void> run_one(std::shared_ptr<Session> s) {
+    shoal::this_task::set_name("MCP session " + s->id() + " (pid " + std::to_string(s->pid()) + ")");  // the task dump
     stats_.sessions_open.fetch_add(1, std::memory_order_relaxed);
     stats_.sessions_total.fetch_add(1, std::memory_order_relaxed);
     const std::string line = co_await s->run();
@@ -243,7 +244,7 @@ class Gateway {
         refuse(res, 400, "initialize must be a request of its own, without Mcp-Session-Id");
         co_return;
       }
-      s = co_await open_session(res);
+      s = co_await open_session(req, res);
       if (!s) co_return;
       res.set_header("Mcp-Session-Id", s->id());
     } else {
@@ -273,8 +274,9 @@ class Gateway {
     done.clean = true;
   }
 
-  shoal::Task<std::shared_ptr<Session>> open_session(shoal::http::Response& res) {
-    auto s = std::make_shared<Session>(new_session_id(), "a client", config_, stats_);
+  shoal::Task<std::shared_ptr<Session>> open_session(const shoal::http::Request& req, shoal::http::Response& res) {
+    const std::optional<shoal::net::Address> peer = req.peer();
+    auto s = std::make_shared<Session>(new_session_id(), peer ? peer->to_string() : "?", config_, stats_);
     try {
       s->start();
     } catch (const std::exception& e) {

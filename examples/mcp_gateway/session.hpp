@@ -152,7 +152,8 @@ class Session {
     shoal::process::Options o;
     o.in = shoal::process::Stdio::pipe;
     o.out = shoal::process::Stdio::pipe;
-    o.process_group = true;  // DELETE stops what it started too
+    o.process_group = true;   // DELETE stops what it started too
+    o.die_with_parent = true;  // a gateway killed with SIGKILL leaves no child
     child_.emplace(shoal::process::spawn(config_.argv, o));
   }
 

@@ -369,12 +369,14 @@ template <class S>
   } attached{res};
   attach(res, &sink);
   if (!(streams_body(server.options(), handler) && head.has_body())) {
-    const Request req(head, body);
+    Request req(head, body);
+    set_connection(req, conn.native_handle());
     co_await handler.call_async(handler.self, req, res);
     co_return Answered{.close = res.streaming() ? sink.finish(res) : append_answer(out, res, head, server)};
   }
   StreamedBody<S> source(conn, in, raw, head, server.options());
-  const Request req(head, source);
+  Request req(head, source);
+  set_connection(req, conn.native_handle());
   co_await handler.call_async(handler.self, req, res);
   const bool read = source.finish();
   if (!read) res.close_connection();  // the rest of the body is still coming
@@ -507,7 +509,9 @@ Task<void> serve_stream(Server& server, S conn, HandlerRef handler) {
       handler_start = stats_now(o.stats);
       try {
         if (handler.call != nullptr) {
-          handler.call(handler.self, Request(head, request_body(head, in, chunked_body)), res);
+          Request req(head, request_body(head, in, chunked_body));
+          set_connection(req, conn.native_handle());
+          handler.call(handler.self, req, res);
           close = append_answer(out, res, head, server);
         } else {
           const Answered answered = co_await answer_async(conn, in, chunked_body, out, server, handler, head,

@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <sys/socket.h>
+
 namespace shoal::http {
 namespace {
 
@@ -112,6 +114,7 @@ Task<void> Response::write(std::string_view chunk) {
 namespace detail {
 void attach(Response& res, BodySink* sink) noexcept { res.sink_ = sink; }
 void begin_streaming(Response& res) noexcept { res.streaming_ = true; }
+void set_connection(Request& req, int fd) noexcept { req.fd_ = fd; }
 }  // namespace detail
 
 Task<std::size_t> Request::read_some(std::span<std::byte> buf) const {
@@ -235,6 +238,14 @@ void append_error(std::string& out, int status, std::string_view text) {
   r.set_header("Content-Type", "text/plain; charset=utf-8");
   r.body.append(text).push_back('\n');
   append_response(out, r, Framing{.close = true});
+}
+
+std::optional<net::Address> Request::peer() const {
+  if (fd_ < 0) return std::nullopt;
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return std::nullopt;
+  return net::Address::from_native(reinterpret_cast<sockaddr*>(&ss), len);
 }
 
 }  // namespace shoal::http

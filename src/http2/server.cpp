@@ -901,7 +901,8 @@ void Connection::run_waiting() {
     waiting_.pop_front();
     s.started = handler_started();
     try {
-      const http::Request req(s.head, s.body);
+      http::Request req(s.head, s.body);
+      http::detail::set_connection(req, conn_.native_handle());
       handler_.call(handler_.self, req, s.res);
     } catch (...) {
       s.fault = std::current_exception();
@@ -956,7 +957,8 @@ Task<void> Connection::handle(Stream& s) {
     // object from then on, while a dump could still read the label.
     const StreamLabel label(&s);
     try {
-      const http::Request req = s.body_streamed ? http::Request(s.head, s.source) : http::Request(s.head, s.body);
+      http::Request req = s.body_streamed ? http::Request(s.head, s.source) : http::Request(s.head, s.body);
+      http::detail::set_connection(req, conn_.native_handle());
       (void)co_await s.scope->run(handler_.call_async(handler_.self, req, s.res));
     } catch (const http::BodyError& e) {
       // The client's doing, not the handler's: its status, unless the

@@ -1,9 +1,12 @@
-// Child processes: posix_spawnp with piped stdio, an async wait on a pidfd.
+// Child processes: posix_spawnp with piped stdio (vfork and exec when the
+// child must die with its parent: posix_spawn cannot set that), an async
+// wait on a pidfd.
 #include "shoal/process/process.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,6 +72,57 @@ std::string ExitStatus::to_string() const {
   return "exit code " + std::to_string(code);
 }
 
+// posix_spawnp's work, by hand, for what it cannot do: the child asks to
+// be killed when its parent dies. Between vfork and exec the child shares
+// our memory and runs on this thread's stack, so it only makes system calls,
+// with every signal blocked until its handlers are back to their defaults
+// (as glibc's posix_spawn does). An exec that fails reports its errno
+// through `err` (shared memory), as posix_spawn's return value would.
+pid_t spawn_dying_with_parent(const char* file, char* const* args, char* const* envs, const int (&dup_from)[3],
+                              const bool (&null_in)[3], const char* cwd, bool group) {
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  volatile int err = 0;
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::vfork();
+  if (pid == 0) {
+    auto die = [&](int e) {
+      err = e;
+      ::_exit(127);
+    };
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die(errno);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before the prctl
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig) (void)::sigaction(sig, &dfl, nullptr);  // glibc's own fail: harmless
+    if (group && ::setpgid(0, 0) != 0) die(errno);
+    for (int i = 0; i < 3; ++i) {
+      if (dup_from[i] == i && ::fcntl(i, F_SETFD, 0) != 0) die(errno);  // already there: keep it across exec
+      if (dup_from[i] >= 0 && dup_from[i] != i && ::dup2(dup_from[i], i) < 0) die(errno);
+      if (null_in[i]) {
+        const int fd = ::open("/dev/null", i == 0 ? O_RDONLY : O_WRONLY);
+        if (fd < 0) die(errno);
+        if (fd != i && (::dup2(fd, i) < 0 || ::close(fd) != 0)) die(errno);
+      }
+    }
+    if (cwd != nullptr && ::chdir(cwd) != 0) die(errno);
+    sigset_t none;
+    sigemptyset(&none);
+    ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
+    ::execvpe(file, args, envs);
+    die(errno);
+  }
+  const int fork_err = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return -fork_err;
+  if (err != 0) {
+    ::waitpid(pid, nullptr, 0);  // exited at once
+    return -err;
+  }
+  return pid;
+}
+
 Child spawn(const std::vector<std::string>& argv, const Options& options) {
   if (argv.empty() || argv[0].empty()) throw std::invalid_argument("shoal::process::spawn: argv is empty");
   reap_orphans();
@@ -125,8 +179,21 @@ Child spawn(const std::vector<std::string>& argv, const Options& options) {
     envs.push_back(nullptr);
   }
   pid_t pid = -1;
-  const int rc = ::posix_spawnp(&pid, argv[0].c_str(), &fa, &attr, args.data(), options.env ? envs.data() : environ);
-  if (rc != 0) fail(prog, rc);
+  char* const* const env_ptr = options.env ? envs.data() : environ;
+  if (options.die_with_parent) {
+    int dup_from[3];
+    bool null_in[3];
+    for (int i = 0; i < 3; ++i) {
+      dup_from[i] = kinds[i] == Stdio::pipe ? ends[i][0].fd : -1;
+      null_in[i] = kinds[i] == Stdio::null;
+    }
+    pid = spawn_dying_with_parent(argv[0].c_str(), args.data(), env_ptr, dup_from, null_in,
+                                  options.cwd.empty() ? nullptr : options.cwd.c_str(), options.process_group);
+    if (pid < 0) fail(prog, -pid);
+  } else {
+    const int rc = ::posix_spawnp(&pid, argv[0].c_str(), &fa, &attr, args.data(), env_ptr);
+    if (rc != 0) fail(prog, rc);
+  }
 
   Child c;
   c.pid_ = pid;

@@ -121,6 +121,39 @@ SHOAL_TEST(HttpServer, KeepAlivePipeliningAndBodies) {
   });
 }
 
+SHOAL_TEST(HttpServer, AHandlerKnowsItsClientsAddress) {
+  std::string seen_void, seen_task;
+  auto handler = [&](const http::Request& req, http::Response& res) {
+    const auto peer = req.peer();
+    (req.target() == "/v" ? seen_void : seen_task) = peer ? peer->to_string() : "none";
+    res.body = "ok";
+  };
+  struct TaskHandler {
+    decltype(handler)* h;
+    Task<void> operator()(const http::Request& req, http::Response& res) const {
+      (*h)(req, res);
+      co_return;
+    }
+  };
+  std::string client;
+  co_await with_server({}, handler, [&](Address addr, shoal::net::ShutdownSignal&) -> Task<void> {
+    Stream c = co_await shoal::net::connect(addr);
+    client = c.local_address().to_string();
+    co_await c.write_all(std::string_view("GET /v HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    (void)co_await read_to_end(c);
+  });
+  EXPECT_EQ(seen_void, client) << "a void handler";
+  co_await with_server({}, TaskHandler{&handler}, [&](Address addr, shoal::net::ShutdownSignal&) -> Task<void> {
+    Stream c = co_await shoal::net::connect(addr);
+    client = c.local_address().to_string();
+    co_await c.write_all(std::string_view("GET /t HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    (void)co_await read_to_end(c);
+  });
+  EXPECT_EQ(seen_task, client) << "a Task<void> handler";
+  const http::RequestHead head;
+  EXPECT_FALSE(http::Request(head, "").peer().has_value()) << "a request no server made";
+}
+
 SHOAL_TEST(HttpServer, TheHelloHandlerAnswersWithDateAndLength) {
   co_await with_server({}, hello::Handler{}, [](Address addr, shoal::net::ShutdownSignal&) -> Task<void> {
     const std::string r = co_await exchange_once(addr, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");

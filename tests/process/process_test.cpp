@@ -3,8 +3,10 @@
 
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "shoal/process/process.hpp"
@@ -130,6 +132,55 @@ SHOAL_TEST(ProcessTest, KillGroupWithoutAProcessGroupIsALogicError) {
   auto child = process::spawn({"true"});
   EXPECT_THROW(child.kill_group(SIGTERM), std::logic_error);
   (void)co_await child.wait();
+}
+
+}  // namespace
+
+namespace {
+
+// Spawns `argv` with `options` from a thread of its own, which then ends:
+// for PR_SET_PDEATHSIG the spawning thread is the parent.
+process::Child spawn_from_a_thread_that_ends(std::vector<std::string> argv, process::Options options) {
+  std::optional<process::Child> child;
+  std::thread([&] { child.emplace(process::spawn(argv, options)); }).join();
+  return std::move(*child);
+}
+
+SHOAL_TEST(ProcessTest, AChildThatDiesWithItsParentIsKilledWhenTheSpawningThreadEnds) {
+  process::Options o;
+  o.die_with_parent = true;
+  o.process_group = true;
+  auto child = spawn_from_a_thread_that_ends({"sleep", "60"}, o);
+  const auto status = co_await shoal::with_timeout(30s, child.wait());
+  EXPECT_EQ(status.signal, SIGKILL) << status.to_string();
+}
+
+SHOAL_TEST(ProcessTest, AChildThatDiesWithItsParentGetsItsStdioEnvironmentAndDirectory) {
+  process::Options o;
+  o.die_with_parent = true;
+  o.in = process::Stdio::pipe;
+  o.out = process::Stdio::pipe;
+  o.err = process::Stdio::null;
+  o.cwd = "/tmp";
+  o.env = std::vector<std::string>{"GREETING=hi"};
+  auto child = process::spawn({"sh", "-c", "read x; echo \"$x $GREETING $(pwd)\"; echo lost >&2"}, o);
+  co_await child.in().write_all(std::string_view("ping\n"));
+  child.in().close();
+  EXPECT_EQ(co_await read_to_end(child.out()), "ping hi /tmp\n");
+  const auto status = co_await child.wait();
+  EXPECT_TRUE(status.success()) << status.to_string();
+}
+
+TEST(ProcessSpawn, AMissingProgramThatWouldDieWithItsParentIsNamed) {
+  process::Options o;
+  o.die_with_parent = true;
+  try {
+    (void)process::spawn({"shoal-no-such-program"}, o);
+    ADD_FAILURE() << "spawned a missing program";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), ENOENT);
+    EXPECT_NE(std::string(e.what()).find("shoal-no-such-program"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -4,16 +4,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
 #include "shoal/http/parser.hpp"
+#include "shoal/net/address.hpp"
 #include "shoal/runtime/task.hpp"
 
 namespace shoal::http {
 
+class Request;
 class Response;
 
 namespace detail {
@@ -33,6 +36,8 @@ void attach(Response& res, BodySink* sink) noexcept;
 /// Called by the sink when a write commits the head (sent or queued):
 /// from then on the response is streaming() and no 500 can replace it.
 void begin_streaming(Response& res) noexcept;
+/// The connection's socket, for Request::peer. Set by the server.
+void set_connection(Request& req, int fd) noexcept;
 
 /// Where a streamed request body comes from: the connection serving the
 /// request (HTTP/1.1 bytes after the head, an HTTP/2 stream's DATA). Set
@@ -92,6 +97,10 @@ class Request {
   /// True if the body arrives as the handler reads it
   /// (ServerOptions::stream_request_body, a Task<void> handler).
   bool body_streamed() const noexcept { return source_ != nullptr; }
+  /// The client's address (getpeername(2) on the connection's socket, when
+  /// called), or none: the connection is not a socket, or the client has
+  /// gone. Throws std::bad_alloc.
+  std::optional<net::Address> peer() const;
 
   /// Reads the next bytes of the body into `buf`: what has arrived, waiting
   /// if nothing has; 0 at the end of the body. A streamed body arrives no
@@ -117,6 +126,8 @@ class Request {
   std::string_view body_;
   detail::BodySource* source_ = nullptr;
   mutable std::size_t read_ = 0;  // of a whole body_, by read_some
+  int fd_ = -1;                   // the connection's socket (detail::set_connection)
+  friend void detail::set_connection(Request& req, int fd) noexcept;
 };
 
 /// What the handler answers. Starts as 200 with no headers and no body;

@@ -34,6 +34,13 @@ struct Options {
   /// Child::kill_group reaches what it starts too (`sh -c`, `npx`), and a
   /// terminal's signals to the parent's group do not reach it.
   bool process_group = false;
+  /// The child is sent SIGKILL when its parent dies, even by SIGKILL
+  /// (Linux's PR_SET_PDEATHSIG), so that it cannot outlive a gateway or
+  /// supervisor killed without a chance to stop it. Linux ties this to the
+  /// thread that spawned it: a child spawned from a shoal task dies when
+  /// the runtime's worker that ran the spawn exits (the runtime's end), or
+  /// with the process. (It reaches the child only, not what it starts.)
+  bool die_with_parent = false;
 };
 
 /// How a child ended.

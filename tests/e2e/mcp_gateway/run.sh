@@ -23,6 +23,7 @@ if [ ! -d node_modules/@modelcontextprotocol/sdk ] || ! cmp -s package-lock.json
 fi
 
 status=0
+: >gw.err
 # Starts a gateway with "$@" before the address; sets gw and url.
 start() {
   "$gateway_bin" "$@" 127.0.0.1:0 -- node tool_server.mjs >gw.out 2>>gw.err &
@@ -72,6 +73,36 @@ start --max-sessions 1 --max-message 2000 --token-file token
 E2E_TOKEN="e2e-token-$$" timeout 120 node gateway_e2e.mjs "$gw" "$url" limits || status=1
 stop
 
+# A gateway killed with SIGKILL: its children die with it.
+start
+node gateway_e2e.mjs "$gw" "$url" hold >hold.out &
+holder=$!
+for _ in $(seq 150); do grep -q '^ready' hold.out 2>/dev/null && break; sleep 0.1; done
+kid=$(sed -n 's/^pid=//p' hold.out)
+kill -USR1 "$gw"  # the task dump names each session's task
+for _ in $(seq 50); do grep -q "MCP session [0-9a-f]* (pid $kid)" gw.err && break; sleep 0.1; done
+if grep -q "MCP session [0-9a-f]* (pid $kid)" gw.err; then
+  echo "ok   the task dump (SIGUSR1) names the session's task and its child"
+else
+  echo "FAIL the task dump does not name the session (pid $kid)"; status=1
+fi
+kill -KILL "$gw"
+wait "$gw" 2>/dev/null || true
+for _ in $(seq 50); do [ -n "$kid" ] && kill -0 "$kid" 2>/dev/null || break; sleep 0.1; done
+if [ -z "$kid" ]; then
+  echo "FAIL the held session did not report its child"; status=1
+elif kill -0 "$kid" 2>/dev/null; then
+  echo "FAIL child $kid outlived the gateway killed with SIGKILL"; status=1
+else
+  echo "ok   a gateway killed with SIGKILL: its child $kid died with it"
+fi
+kill -KILL "$holder" 2>/dev/null || true
+
+if grep -q '^mcp_gateway: session [0-9a-f]* from 127\.0\.0\.1:[0-9]*: pid [0-9]*, [0-9]* ms, [0-9]* messages in, [0-9]* out, ended by ' gw.err; then
+  echo "ok   each session's log line names its client, child, duration, messages and end"
+else
+  echo "FAIL no session log line names its client"; status=1
+fi
 echo "mcp gateway e2e: $(grep -c '^mcp_gateway: session' gw.err) session log lines, e.g.:"
 grep -m2 '^mcp_gateway: session' gw.err || true
 [ "$status" -eq 0 ] || { echo "mcp gateway e2e: FAILED; the gateway's log:"; tail -40 gw.err; }
