@@ -267,7 +267,7 @@ class Gateway {
     Closer done{*s, box};
     for (std::string_view t : texts) co_await s->to_child(std::string(t));
     if (sse) {
-      co_await stream_events(*box, res, requests);
+      co_await stream_events(*box, res, requests, true);
     } else {
       co_await answer_json(*box, res, requests, batch);
     }
@@ -327,10 +327,12 @@ class Gateway {
     }
   }
 
-  shoal::Task<void> stream_events(Outbox& box, shoal::http::Response& res, std::size_t requests) {
-    res.set_header("Content-Type", "text/event-stream");
-    res.set_header("Cache-Control", "no-cache");
-    co_await res.write(": " + std::string("stream open") + "\n\n");  // the head out now: the client knows it is accepted
+  shoal::Task<void> stream_events(Outbox& box, shoal::http::Response& res, std::size_t requests, bool head) {
+    if (head) {
+      res.set_header("Content-Type", "text/event-stream");
+      res.set_header("Cache-Control", "no-cache");
+      co_await res.write(": stream open\n\n");  // the head out now: the client knows it is accepted
+    }
     while (requests > 0) {
       std::optional<Event> e;
       if (!co_await next_event(box, res, e)) co_return;  // the session ended
@@ -366,18 +368,35 @@ class Gateway {
     }
     std::shared_ptr<Session> s = session_of(req, res);
     if (!s) co_return;
-    std::shared_ptr<Outbox> box = s->open_stream({}, true, true);
+    // With a Last-Event-ID still kept: the rest of that stream (a POST's
+    // whose connection broke), until its requests are answered. Else the
+    // session's stream for the server's own messages.
+    const auto last = parse_event_id(req.header("last-event-id"));
+    std::shared_ptr<Outbox> box = s->open_stream({}, true, !last);
     if (!box) {
       refuse(res, 404, "session " + s->id() + " ended", "null", -32001);
       co_return;
     }
     Closer done{*s, box, false};
+    if (last) {
+      auto resumed = s->resume(*last, box);
+      if (!resumed) {
+        std::fprintf(stderr, "mcp_gateway: session %s: Last-Event-ID %s is no longer kept (the last %zu are)\n",
+                     s->id().c_str(), event_id(*last).c_str(), config_.replay_events);
+        refuse(res, 404, "event " + event_id(*last) + " is no longer kept: nothing to resume");
+        co_return;
+      }
+      res.set_header("Content-Type", "text/event-stream");
+      res.set_header("Cache-Control", "no-cache");
+      co_await res.write(": stream resumed\n\n");
+      for (const Event& e : resumed->first) co_await write_event(res, e);
+      co_await stream_events(*box, res, resumed->second, false);  // the answers still due
+      done.clean = true;
+      co_return;
+    }
     res.set_header("Content-Type", "text/event-stream");
     res.set_header("Cache-Control", "no-cache");
-    std::vector<Event> missed;
-    if (const auto last = parse_event_id(req.header("last-event-id"))) missed = s->resume(*last, box);
     co_await res.write(": stream open\n\n");
-    for (const Event& e : missed) co_await write_event(res, e);
     for (std::optional<Event> e; co_await next_event(*box, res, e);) co_await write_event(res, *e);
     done.clean = true;  // the session ended, or a newer GET took over
   }

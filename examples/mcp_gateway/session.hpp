@@ -185,8 +185,12 @@ class Session {
     abandoned_ = false;
     for (const Message& m : messages) {
       if (!m.is_request()) continue;
-      by_id_[std::string(*m.id)] = Route{box, box->stream};
-      if (m.progress_token && sse) by_token_[std::string(*m.progress_token)] = box;
+      Route r{box, box->stream, {}};
+      if (m.progress_token && sse) {
+        r.token = std::string(*m.progress_token);
+        by_token_[r.token] = Route{box, box->stream, {}};
+      }
+      by_id_[std::string(*m.id)] = std::move(r);
     }
     if (standalone) {
       if (standalone_) standalone_->queue.close();
@@ -204,10 +208,13 @@ class Session {
     abandoned_ = broken;
     if (standalone_ == box) standalone_.reset();
     std::erase(sse_streams_, box);
-    for (auto& [id, r] : by_id_) {
-      if (r.box == box) r.box.reset();
+    // A broken stream's routes stay, boxless: what comes for it is kept
+    // for a resume.
+    for (auto* routes : {&by_id_, &by_token_}) {
+      for (auto& [key, r] : *routes) {
+        if (r.box == box) r.box.reset();
+      }
     }
-    std::erase_if(by_token_, [&](const auto& kv) { return kv.second == box; });
     // A stream that ended whole needs no resume: an idle session keeps
     // no events.
     if (!broken) std::erase_if(replay_, [&](const Stored& e) { return e.stream == box->stream; });
@@ -217,10 +224,12 @@ class Session {
     if (streams_open_ == 0 && requests_ == 0) idle_.notify_one();  // the session's task: the idle clock starts
   }
 
-  /// The events after `last` on the stream it was sent on (none if it is
-  /// no longer kept); `taker` (a GET) takes over that stream's unanswered
-  /// requests.
-  std::vector<Event> resume(std::uint64_t last, const std::shared_ptr<Outbox>& taker) {
+  /// What a GET with Last-Event-ID `last` resumes: the events after it on
+  /// the stream it was sent on, and how many of that stream's requests are
+  /// still unanswered (their answers go to `taker` from now on). None if
+  /// `last` is no longer kept.
+  std::optional<std::pair<std::vector<Event>, std::size_t>> resume(std::uint64_t last,
+                                                                   const std::shared_ptr<Outbox>& taker) {
     std::lock_guard g(lock_);
     std::vector<Event> out;
     std::optional<std::uint64_t> stream;
@@ -228,12 +237,23 @@ class Session {
       if (e.seq == last) stream = e.stream;
       if (stream && e.seq > last && e.stream == *stream) out.push_back(Event{e.seq, e.text});
     }
-    if (stream) {
-      for (auto& [id, r] : by_id_) {
-        if (!r.box && r.stream == *stream) r.box = taker;
+    if (!stream) return std::nullopt;
+    // The client lost that stream, whether or not we have noticed yet:
+    // its routes move to `taker`, and its handler ends (what it still
+    // held is in the replay above).
+    std::size_t due = 0;
+    for (auto* routes : {&by_id_, &by_token_}) {
+      for (auto& [key, r] : *routes) {
+        if (r.stream != *stream) continue;
+        r.box = taker;
+        r.stream = taker->stream;
+        if (routes == &by_id_) ++due;
       }
     }
-    return out;
+    for (const auto& b : sse_streams_) {
+      if (b->stream == *stream) b->queue.close();
+    }
+    return std::pair{std::move(out), due};
   }
 
   /// Writes `message` (valid JSON) to the child's stdin as one line.
@@ -282,8 +302,9 @@ class Session {
 
  private:
   struct Route {
-    std::shared_ptr<Outbox> box;  // null: its stream broke (the response is kept for a resume)
+    std::shared_ptr<Outbox> box;  // null: its stream broke (what comes is kept for a resume)
     std::uint64_t stream = 0;
+    std::string token;  // (by_id_) the request's progress token, routed while it runs
   };
   struct Stored {
     std::uint64_t seq, stream;
@@ -363,11 +384,15 @@ class Session {
       if (it == by_id_.end()) return nullptr;
       std::shared_ptr<Outbox> box = std::move(it->second.box);
       stream = it->second.stream;
+      if (!it->second.token.empty()) by_token_.erase(it->second.token);
       by_id_.erase(it);
       return box;
     }
     if (m.progress_token) {
-      if (const auto it = by_token_.find(std::string(*m.progress_token)); it != by_token_.end()) return it->second;
+      if (const auto it = by_token_.find(std::string(*m.progress_token)); it != by_token_.end()) {
+        stream = it->second.stream;
+        return it->second.box;
+      }
     }
     if (standalone_) return standalone_;
     if (!sse_streams_.empty()) return sse_streams_.back();
@@ -425,7 +450,7 @@ class Session {
   mutable std::mutex lock_;  // everything below
   std::string version_;
   std::unordered_map<std::string, Route> by_id_;
-  std::unordered_map<std::string, std::shared_ptr<Outbox>> by_token_;
+  std::unordered_map<std::string, Route> by_token_;
   std::shared_ptr<Outbox> standalone_;
   std::vector<std::shared_ptr<Outbox>> sse_streams_;
   std::vector<Stored> replay_;  // oldest first; a vector: an empty one allocates nothing

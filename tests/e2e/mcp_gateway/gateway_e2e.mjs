@@ -132,6 +132,34 @@ async function main() {
   check(batch.status === 200 && answers.join() === 'a,b', `a batch gets an array of answers (${batch.status} ${batch.text.slice(0, 80)})`);
   await raw('DELETE', hdr);
 
+  // Resuming: a POST stream dropped mid-call, resumed with GET and
+  // Last-Event-ID, loses no message.
+  {
+    const init = await raw('POST', {}, initBody);
+    const rsid = init.headers.get('mcp-session-id');
+    const h = { 'mcp-session-id': rsid, 'mcp-protocol-version': '2025-06-18' };
+    await raw('POST', h, JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+    const ctl = new AbortController();
+    const first = await fetch(url, {
+      method: 'POST', signal: ctl.signal,
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...h },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 500 }, _meta: { progressToken: 'p7' } } }),
+    });
+    const before = await readEvents(first.body, (evs) => evs.length >= 3);
+    ctl.abort();
+    const lastId = before[before.length - 1].id;
+    const again = await fetch(url, { headers: { accept: 'text/event-stream', 'last-event-id': lastId, ...h }, signal: AbortSignal.timeout(10000) });
+    const after = await readEvents(again.body, () => false);
+    const all = [...before, ...after].map((e) => JSON.parse(e.data));
+    const progress = all.filter((m) => m.method === 'notifications/progress').map((m) => m.params.progress);
+    const result = all.find((m) => m.id === 7);
+    check(again.status === 200 && progress.join() === '1,2,3,4,5,6,7,8,9,10' && result && /slept 500/.test(JSON.stringify(result)),
+      `a dropped stream resumed with Last-Event-ID ${lastId}: progress ${progress.join()}, result ${result ? 'yes' : 'no'}`);
+    const gone = await raw('GET', { ...h, accept: 'text/event-stream', 'last-event-id': '999999' });
+    check(gone.status === 404, `a Last-Event-ID no longer kept: 404 (${gone.status})`);
+    await raw('DELETE', h);
+  }
+
   // A client killed without DELETE: its GET stream breaks (the keep-alive
   // write fails; run.sh starts the gateway with --keepalive 1
   // --abandoned-timeout 1), and the session ends.
@@ -147,6 +175,34 @@ async function main() {
   await A.transport.terminateSession();
   await A.client.close();
   check(await waitGone(pa, 2000) !== null, 'the first session\'s child is reaped after DELETE');
+}
+
+// The SSE events of `body` ({id, data}) until done(events) says so or the
+// stream ends.
+async function readEvents(body, done) {
+  const events = [];
+  const decoder = new TextDecoder();
+  let text = '';
+  try {
+    for await (const chunk of body) {
+      text += decoder.decode(chunk, { stream: true });
+      let at;
+      while ((at = text.indexOf('\n\n')) >= 0) {
+        const block = text.slice(0, at);
+        text = text.slice(at + 2);
+        const ev = {};
+        for (const line of block.split('\n')) {
+          if (line.startsWith('id: ')) ev.id = line.slice(4);
+          if (line.startsWith('data: ')) ev.data = line.slice(6);
+        }
+        if (ev.data !== undefined) events.push(ev);
+        if (done(events)) return events;
+      }
+    }
+  } catch (e) {
+    if (e.name !== 'AbortError') throw e;
+  }
+  return events;
 }
 
 async function hold() {
