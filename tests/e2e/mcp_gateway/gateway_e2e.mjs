@@ -241,7 +241,40 @@ async function limits() {
   await again.client.close();
 }
 
-const modes = { main, limits, hold };
+// Against flood_server.py (run.sh): a client that stops reading its SSE
+// stream stops the child (blocked writing to its stdout), and the gateway's
+// memory stays bounded; everything arrives once the client reads again.
+async function backpressure() {
+  const init = await raw('POST', {}, initBody);
+  const h = { 'mcp-session-id': init.headers.get('mcp-session-id'), 'mcp-protocol-version': '2025-06-18' };
+  await raw('POST', h, JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+  const pidAnswer = await raw('POST', h, JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'pid', arguments: {} } }));
+  const child = Number((pidAnswer.text.match(/"text": ?"(\d+)"/) || [])[1]);
+  const rss = () => Number(fs.readFileSync(`/proc/${gwPid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1]);
+  const before = rss();
+  const count = 2000, size = 32 * 1024;  // 64 MiB in all
+  const flood = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...h },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'flood', arguments: { count, size }, _meta: { progressToken: 'f' } } }),
+  });
+  // Not reading: the child must end up blocked on its stdout pipe.
+  let blocked = false;
+  for (const t0 = Date.now(); !blocked && Date.now() - t0 < 20000; await sleep(20)) {
+    try { blocked = /pipe_write$/.test(fs.readFileSync(`/proc/${child}/wchan`, 'utf8')); } catch { break; }
+  }
+  const held = rss() - before;
+  check(blocked && held < 16 * 1024, `a client that stops reading stops its child (blocked: ${blocked}), the gateway holding ${held} KiB more of 64 MiB`);
+  const events = await readEvents(flood.body, () => false);
+  const msgs = events.map((e) => JSON.parse(e.data));
+  const progress = msgs.filter((m) => m.method === 'notifications/progress').map((m) => m.params.progress);
+  let inOrder = progress.length === count;
+  for (let i = 0; inOrder && i < count; i++) inOrder = progress[i] === i + 1;
+  check(inOrder && msgs.some((m) => m.id === 3), `then everything arrives, in order (${progress.length} notifications, result ${msgs.some((m) => m.id === 3)})`);
+  await raw('DELETE', h);
+}
+
+const modes = { main, limits, hold, backpressure };
 const guard = setTimeout(() => { console.log('FAIL the test took over 90 s'); process.exit(1); }, 90000);
 modes[mode]().then(() => {
   clearTimeout(guard);

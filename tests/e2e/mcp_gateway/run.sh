@@ -11,7 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 command -v node >/dev/null || { echo "mcp gateway e2e: node is not installed (Node 20 is expected on the machine)"; exit 1; }
 mkdir -p "$work"
-cp "$here/../mcp/package.json" "$here/../mcp/package-lock.json" "$here/tool_server.mjs" "$here/gateway_e2e.mjs" "$work/"
+cp "$here/../mcp/package.json" "$here/../mcp/package-lock.json" "$here/tool_server.mjs" "$here/flood_server.py" "$here/gateway_e2e.mjs" "$work/"
 cd "$work"
 if [ ! -d node_modules/@modelcontextprotocol/sdk ] || ! cmp -s package-lock.json node_modules/.package-lock.json.copy; then
   if ! npm ci --no-audit --no-fund >npm.log 2>&1; then
@@ -54,7 +54,32 @@ stop() {
 }
 trap 'kill -KILL "${gw:-}" 2>/dev/null || true' EXIT
 
-start --keepalive 1 --abandoned-timeout 1
+init='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}'
+# One session with curl over the given HTTP version flags: initialize,
+# initialized, an echo, DELETE; and /metrics. Checks each answer.
+curl_session() {  # curl_session <name> <curl flags...>
+  local name=$1 sid
+  shift
+  local post=(curl -s "$@" -D head.txt -o body.txt -H 'content-type: application/json' -H 'accept: application/json, text/event-stream')
+  "${post[@]}" --data "$init" "$url"
+  sid=$(tr -d '\r' <head.txt | sed -n 's/^mcp-session-id: //Ip')
+  if ! grep -q '^HTTP/2 200' head.txt || [ -z "$sid" ] || ! grep -q protocolVersion body.txt; then
+    echo "FAIL $name: initialize: $(head -1 head.txt) $(head -c 200 body.txt)"; status=1; return
+  fi
+  local h=(-H "mcp-session-id: $sid" -H 'mcp-protocol-version: 2025-06-18')
+  "${post[@]}" "${h[@]}" --data '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$url"
+  grep -q '^HTTP/2 202' head.txt || { echo "FAIL $name: initialized: $(head -1 head.txt)"; status=1; }
+  "${post[@]}" "${h[@]}" --data '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"over h2"}}}' "$url"
+  grep -q 'over h2' body.txt || { echo "FAIL $name: echo: $(head -c 200 body.txt)"; status=1; }
+  curl -s "$@" -o /dev/null -w '%{http_code} %{http_version}' -X DELETE "${h[@]}" "$url" >code.txt
+  [ "$(cat code.txt)" = "200 2" ] || { echo "FAIL $name: DELETE: $(cat code.txt)"; status=1; }
+  curl -s "$@" "${url%/mcp}/metrics" >metrics.txt
+  grep -q '^mcp_gateway_sessions_total [1-9]' metrics.txt || { echo "FAIL $name: /metrics: $(head -c 200 metrics.txt)"; status=1; }
+  echo "ok   $name: initialize, a notification (202), a call, DELETE and /metrics"
+}
+
+start --keepalive 1 --abandoned-timeout 1 --metrics
+curl_session "HTTP/2 (h2c, curl)" --http2-prior-knowledge
 open_at_exit() {  # a session left open: SIGTERM must end it too
   node -e "
     const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
@@ -71,6 +96,21 @@ stop
 echo "e2e-token-$$" >token
 start --max-sessions 1 --max-message 2000 --token-file token
 E2E_TOKEN="e2e-token-$$" timeout 120 node gateway_e2e.mjs "$gw" "$url" limits || status=1
+stop
+
+# Backpressure, against a child whose writes block.
+"$gateway_bin" 127.0.0.1:0 -- python3 flood_server.py >gw.out 2>>gw.err &
+gw=$!
+for _ in $(seq 100); do grep -q "^mcp_gateway: serving" gw.out 2>/dev/null && break; sleep 0.1; done
+url=$(sed -n 's/^mcp_gateway: serving \([^ ,]*\),.*/\1/p' gw.out)
+timeout 120 node gateway_e2e.mjs "$gw" "$url" backpressure || status=1
+stop
+
+# TLS: h2 by ALPN.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout key.pem -out cert.pem -days 2 \
+  -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1
+start --tls cert.pem key.pem --metrics
+curl_session "TLS (h2 by ALPN, curl)" --http2 --cacert cert.pem
 stop
 
 # A gateway killed with SIGKILL: its children die with it.

@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+# A stdio MCP server whose writes block (plain blocking stdout, unlike
+# Node's): tools "pid" and "flood" (count progress notifications of size
+# bytes each, then the result), for the gateway's backpressure check.
+import json
+import os
+import sys
+
+
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m or "method" not in m:
+        continue
+    if m["method"] == "initialize":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {
+            "protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
+            "serverInfo": {"name": "flood", "version": "1"}}})
+    elif m["method"] == "tools/call" and m["params"]["name"] == "pid":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": str(os.getpid())}]}})
+    elif m["method"] == "tools/call" and m["params"]["name"] == "flood":
+        args = m["params"]["arguments"]
+        token = m["params"]["_meta"]["progressToken"]
+        pad = "x" * args["size"]
+        for i in range(1, args["count"] + 1):
+            send({"jsonrpc": "2.0", "method": "notifications/progress",
+                  "params": {"progressToken": token, "progress": i, "message": pad}})
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": "flooded"}]}})
+    else:
+        send({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32601, "message": "no such method"}})
