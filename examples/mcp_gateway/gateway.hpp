@@ -290,7 +290,8 @@ class Gateway {
     auto [tx, rx] = shoal::oneshot<bool>();
     bool admitted = false;
     try {
-      co_await admissions_.send(Admission{s, std::move(tx)});
+      Admission a{s, std::move(tx)};  // named: g++ 12 and a braced temporary in co_await (docs/compilers.md)
+      co_await admissions_.send(std::move(a));
       admitted = co_await rx.recv();
     } catch (const shoal::ChannelClosed&) {
     }
