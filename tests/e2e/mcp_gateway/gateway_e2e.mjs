@@ -212,7 +212,8 @@ async function hold() {
 }
 
 async function limits() {
-  // Started with --max-sessions 1 --max-message 2000 --token-file: see run.sh.
+  // Started with --max-sessions 1 --max-message 2000 --token-file
+  // --idle-timeout 1: see run.sh.
   const token = process.env.E2E_TOKEN;
   const auth = { authorization: `Bearer ${token}` };
   const none = await raw('POST', {}, initBody);
@@ -239,6 +240,32 @@ async function limits() {
   check(!!again?.transport.sessionId, 'after DELETE the slot is free again');
   await again.transport.terminateSession();
   await again.client.close();
+
+  // A session with no request in flight and no stream open ends after
+  // --idle-timeout (a JSON-only client opens no GET stream).
+  let idle = null;
+  for (const t0 = Date.now(); !idle && Date.now() - t0 < 5000;) {
+    const r = await raw('POST', { ...auth, accept: 'application/json' }, initBody);
+    if (r.status === 200) idle = r; else await sleep(20);  // 503 until the last session's slot is back
+  }
+  const ih = { ...auth, accept: 'application/json', 'mcp-session-id': idle.headers.get('mcp-session-id'), 'mcp-protocol-version': '2025-06-18' };
+  const pidr = await raw('POST', ih, JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'pid', arguments: {} } }));
+  const ipid = Number((pidr.text.match(/"text":"(\d+)"/) || [])[1]);
+  const t0 = Date.now();
+  const gone = ipid ? await waitGone(ipid, 10000) : null;
+  const after = await raw('POST', ih, JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'ping' }));
+  check(gone !== null && after.status === 404, `an idle session ends after --idle-timeout: child ${ipid} reaped after ${Date.now() - t0} ms, then ${after.status}`);
+}
+
+// A short pass with the reference server (@modelcontextprotocol/server-everything, through npx).
+async function everything() {
+  const s = await open();
+  const tools = (await s.client.listTools()).tools.map((t) => t.name);
+  check(tools.includes('echo'), `server-everything: ${tools.length} tools, echo among them`);
+  const r = textOf(await call(s, 'echo', { message: 'hello everything' }));
+  check(/hello everything/.test(r), `server-everything: echo (${r})`);
+  await s.transport.terminateSession();
+  await s.client.close();
 }
 
 // Against flood_server.py (run.sh): a client that stops reading its SSE
@@ -274,7 +301,7 @@ async function backpressure() {
   await raw('DELETE', h);
 }
 
-const modes = { main, limits, hold, backpressure };
+const modes = { main, limits, hold, backpressure, everything };
 const guard = setTimeout(() => { console.log('FAIL the test took over 90 s'); process.exit(1); }, 90000);
 modes[mode]().then(() => {
   clearTimeout(guard);

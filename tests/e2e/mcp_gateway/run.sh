@@ -94,7 +94,7 @@ open_at_exit || status=1
 stop
 
 echo "e2e-token-$$" >token
-start --max-sessions 1 --max-message 2000 --token-file token
+start --max-sessions 1 --max-message 2000 --token-file token --idle-timeout 1
 E2E_TOKEN="e2e-token-$$" timeout 120 node gateway_e2e.mjs "$gw" "$url" limits || status=1
 stop
 
@@ -104,6 +104,14 @@ gw=$!
 for _ in $(seq 100); do grep -q "^mcp_gateway: serving" gw.out 2>/dev/null && break; sleep 0.1; done
 url=$(sed -n 's/^mcp_gateway: serving \([^ ,]*\),.*/\1/p' gw.out)
 timeout 120 node gateway_e2e.mjs "$gw" "$url" backpressure || status=1
+stop
+
+# The reference server as the child (npx: a process tree per session).
+"$gateway_bin" 127.0.0.1:0 -- npx --no-install mcp-server-everything stdio >gw.out 2>>gw.err &
+gw=$!
+for _ in $(seq 100); do grep -q "^mcp_gateway: serving" gw.out 2>/dev/null && break; sleep 0.1; done
+url=$(sed -n 's/^mcp_gateway: serving \([^ ,]*\),.*/\1/p' gw.out)
+timeout 120 node gateway_e2e.mjs "$gw" "$url" everything || status=1
 stop
 
 # TLS: h2 by ALPN.
