@@ -14,16 +14,8 @@
 #include <string_view>
 
 #include "http/hello.hpp"
+#include "http/serve_any.hpp"
 #include "shoal/shoal.hpp"
-#if SHOAL_EXAMPLE_TLS
-#include "shoal/http/https.hpp"
-#endif
-#if SHOAL_EXAMPLE_HTTP2
-#include "shoal/http2/server.hpp"
-#if SHOAL_EXAMPLE_TLS
-#include "shoal/http2/https.hpp"
-#endif
-#endif
 
 namespace {
 
@@ -38,28 +30,7 @@ shoal::Task<void> serve(shoal::net::Listener& listener, const Args& args, shoal:
   shoal::http::ServerOptions http_options;
   http_options.stats = &stats;
   const hello::Handler handler{&stats};
-  if (args.certificate.empty()) {
-#if SHOAL_EXAMPLE_HTTP2
-    co_await shoal::http2::serve(listener, std::move(options), http_options, handler);  // and h2c
-#else
-    co_await shoal::http::serve(listener, std::move(options), http_options, handler);
-#endif
-    co_return;
-  }
-#if SHOAL_EXAMPLE_TLS
-  shoal::tls::ServerOptions tls_options;
-  tls_options.certificate_chain_file = args.certificate;
-  tls_options.private_key_file = args.key;
-#if SHOAL_EXAMPLE_HTTP2
-  tls_options.alpn = {"h2", "http/1.1"};
-  auto tls = shoal::tls::Context::server(tls_options);
-  co_await shoal::http2::serve(listener, std::move(options), http_options, std::move(tls), handler);
-#else
-  tls_options.alpn = {"http/1.1"};
-  auto tls = shoal::tls::Context::server(tls_options);
-  co_await shoal::http::serve(listener, std::move(options), http_options, std::move(tls), handler);
-#endif
-#endif
+  co_await examples::serve_any(listener, std::move(options), http_options, handler, args.certificate, args.key);
 }
 
 shoal::Task<void> run_server(const Args& args) {

@@ -18,8 +18,6 @@
 // SIGINT or SIGTERM: stop accepting, end every session as DELETE would, reap
 // every child, exit 0. One line per session on stderr. SIGUSR1: a task
 // dump to stderr.
-#include <sys/resource.h>
-
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -30,16 +28,9 @@
 #include <vector>
 
 #include "mcp_gateway/gateway.hpp"
+#include "cli.hpp"
+#include "http/serve_any.hpp"
 #include "shoal/shoal.hpp"
-#if SHOAL_EXAMPLE_TLS
-#include "shoal/http/https.hpp"
-#endif
-#if SHOAL_EXAMPLE_HTTP2
-#include "shoal/http2/server.hpp"
-#if SHOAL_EXAMPLE_TLS
-#include "shoal/http2/https.hpp"
-#endif
-#endif
 
 namespace {
 
@@ -50,14 +41,7 @@ struct Args {
   bool metrics = false;
 };
 
-long number(const std::string& flag, const char* text) {
-  char* end = nullptr;
-  const long v = text != nullptr ? std::strtol(text, &end, 10) : -1;
-  if (text == nullptr || *text == '\0' || *end != '\0' || v < 0) {
-    throw std::invalid_argument(flag + " needs a number >= 0, got \"" + (text ? text : "") + "\"");
-  }
-  return v;
-}
+using examples::number;
 
 Args parse(int argc, char** argv) {
   Args a;
@@ -113,16 +97,6 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-/// Each session holds a child's two pipes and a client connection or two:
-/// the common soft limit of 1,024 descriptors would stop it near 300.
-void raise_fd_limit() {
-  rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &rl);
-  }
-}
-
 /// The gateway's handler, and /metrics when asked for.
 struct Handler {
   mcp_gateway::Gateway* gateway;
@@ -155,32 +129,6 @@ struct Handler {
   }
 };
 
-shoal::Task<void> serve(shoal::net::Listener& listener, const Args& args, shoal::net::ServeOptions options,
-                        const Handler& handler, shoal::http::ServerOptions http_options) {
-  if (args.certificate.empty()) {
-#if SHOAL_EXAMPLE_HTTP2
-    co_await shoal::http2::serve(listener, std::move(options), http_options, handler);  // and h2c
-#else
-    co_await shoal::http::serve(listener, std::move(options), http_options, handler);
-#endif
-    co_return;
-  }
-#if SHOAL_EXAMPLE_TLS
-  shoal::tls::ServerOptions tls_options;
-  tls_options.certificate_chain_file = args.certificate;
-  tls_options.private_key_file = args.key;
-#if SHOAL_EXAMPLE_HTTP2
-  tls_options.alpn = {"h2", "http/1.1"};
-  auto tls = shoal::tls::Context::server(tls_options);
-  co_await shoal::http2::serve(listener, std::move(options), http_options, std::move(tls), handler);
-#else
-  tls_options.alpn = {"http/1.1"};
-  auto tls = shoal::tls::Context::server(tls_options);
-  co_await shoal::http::serve(listener, std::move(options), http_options, std::move(tls), handler);
-#endif
-#endif
-}
-
 shoal::Task<void> run_gateway(const Args& args) {
   auto listener = shoal::net::Listener::bind(shoal::net::Address::parse(args.address));
   std::printf("mcp_gateway: serving %s://%s%s, a `%s` per session\n", args.certificate.empty() ? "http" : "https",
@@ -209,7 +157,7 @@ shoal::Task<void> run_gateway(const Args& args) {
       gateway.close();
     });
     s.spawn(gateway.run_sessions());
-    co_await serve(listener, args, options, handler, http_options);
+    co_await examples::serve_any(listener, options, http_options, handler, args.certificate, args.key);
     gateway.close();
     s.cancel();  // the signal waiter; the sessions have ended (close waits for none: run_sessions does)
   });
@@ -236,7 +184,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 #endif
-  raise_fd_limit();
+  examples::raise_fd_limit();
   try {
     shoal::RuntimeOptions runtime;
     runtime.dump_signal = SIGUSR1;

@@ -14,7 +14,6 @@
 // (close its stdin; SIGTERM after the linger, SIGKILL after the grace), reap
 // every command, exit. One line per session on stderr. SIGUSR1: a task dump
 // (every session, named after its client) to stderr.
-#include <sys/resource.h>
 
 #include <csignal>
 #include <cstdio>
@@ -24,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "stdio_proxy/proxy.hpp"
 
 namespace {
@@ -34,14 +34,7 @@ struct Args {
   stdio_proxy::Config config;
 };
 
-long number(const char* flag, const char* text) {
-  char* end = nullptr;
-  const long v = text != nullptr ? std::strtol(text, &end, 10) : -1;
-  if (text == nullptr || *text == '\0' || *end != '\0' || v < 0) {
-    throw std::invalid_argument(std::string(flag) + " needs a number >= 0, got \"" + (text ? text : "") + "\"");
-  }
-  return v;
-}
+using examples::number;
 
 Args parse(int argc, char** argv) {
   Args a;
@@ -67,16 +60,6 @@ Args parse(int argc, char** argv) {
   a.address = argv[i];
   a.config.argv.assign(argv + i + 1, argv + argc);
   return a;
-}
-
-/// Each session holds a socket and two pipes: with the common soft limit of
-/// 1,024 descriptors the proxy would stop near 300 sessions.
-void raise_fd_limit() {
-  rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &rl);
-  }
 }
 
 shoal::Task<void> run_proxy(Args args) {
@@ -124,7 +107,7 @@ int main(int argc, char** argv) {
                  e.what());
     return 2;
   }
-  raise_fd_limit();
+  examples::raise_fd_limit();
   try {
     shoal::RuntimeOptions runtime;
     runtime.dump_signal = SIGUSR1;  // kill -USR1 <pid>: what every task waits on, to stderr

@@ -9,18 +9,9 @@ proxy_bin=$1
 work=$2
 here=$(cd "$(dirname "$0")" && pwd)
 
-command -v node >/dev/null || { echo "mcp e2e: node is not installed (Node 20 is expected on the machine)"; exit 1; }
-mkdir -p "$work"
-cp "$here/package.json" "$here/package-lock.json" "$here/mcp_e2e.mjs" "$work/"
+bash "$here/install.sh" "$work" "mcp e2e"
+cp "$here/mcp_e2e.mjs" "$work/"
 cd "$work"
-if [ ! -x node_modules/.bin/mcp-server-everything ] || ! cmp -s package-lock.json node_modules/.package-lock.json.copy; then
-  if ! npm ci --no-audit --no-fund >npm.log 2>&1; then
-    echo "mcp e2e: npm ci failed: the npm registry must be reachable to install the pinned MCP packages. Its log:"
-    tail -20 npm.log
-    exit 1
-  fi
-  cp package-lock.json node_modules/.package-lock.json.copy
-fi
 
 "$proxy_bin" --linger 500 --grace 500 127.0.0.1:0 npx --no-install mcp-server-everything stdio >proxy.out 2>proxy.err &
 proxy=$!

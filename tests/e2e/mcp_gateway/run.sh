@@ -1,26 +1,20 @@
 #!/usr/bin/env bash
 # examples/mcp_gateway end to end (ctest label e2e): the MCP SDK's client
-# against the gateway running tool_server.mjs (one child per session), then
-# the limits on a second gateway; each gateway is SIGTERMed and must reap
-# every child and exit 0. Uses the pinned SDK that tests/e2e/mcp installs.
+# against the gateway running tool_server.mjs (one child per session), and
+# curl over h2c; the limits on a second gateway; backpressure against a
+# child whose writes block; server-everything as the child; curl over TLS
+# (h2 by ALPN); a gateway killed with SIGKILL. Each gateway but the last is
+# SIGTERMed and must reap every child and exit 0. Uses the pinned packages
+# that tests/e2e/mcp installs.
 #   run.sh <mcp_gateway binary> <work dir>
 set -euo pipefail
 gateway_bin=$1
 work=$2
 here=$(cd "$(dirname "$0")" && pwd)
 
-command -v node >/dev/null || { echo "mcp gateway e2e: node is not installed (Node 20 is expected on the machine)"; exit 1; }
-mkdir -p "$work"
-cp "$here/../mcp/package.json" "$here/../mcp/package-lock.json" "$here/tool_server.mjs" "$here/flood_server.py" "$here/gateway_e2e.mjs" "$work/"
+bash "$here/../mcp/install.sh" "$work" "mcp gateway e2e"
+cp "$here/tool_server.mjs" "$here/flood_server.py" "$here/gateway_e2e.mjs" "$work/"
 cd "$work"
-if [ ! -d node_modules/@modelcontextprotocol/sdk ] || ! cmp -s package-lock.json node_modules/.package-lock.json.copy; then
-  if ! npm ci --no-audit --no-fund >npm.log 2>&1; then
-    echo "mcp gateway e2e: npm ci failed: the npm registry must be reachable to install the pinned MCP packages. Its log:"
-    tail -20 npm.log
-    exit 1
-  fi
-  cp package-lock.json node_modules/.package-lock.json.copy
-fi
 
 status=0
 : >gw.err
