@@ -1212,7 +1212,17 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
       (void)nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
     } else if (woke == 0) {
       if (!in) in.reset(new std::uint8_t[kReadSize]);  // not make_unique: that zero-fills
-      const std::size_t n = co_await conn_.read_some(std::as_writable_bytes(std::span(in.get(), kReadSize)));
+      std::size_t n = 0;
+      try {
+        n = co_await conn_.read_some(std::as_writable_bytes(std::span(in.get(), kReadSize)));
+      } catch (const std::bad_alloc&) {
+        throw;
+      } catch (const std::exception&) {
+        // The client's transport ended badly: a reset, or TLS without
+        // close_notify (curl and browsers end h2 so; HTTP/2 frames its own
+        // end, so nothing is truncated unnoticed). It is gone, not a fault.
+        n = 0;
+      }
       got = std::span<const std::uint8_t>(in.get(), n);
       if (n == 0) {
         client_gone = true;  // its streams' tasks are cancelled below

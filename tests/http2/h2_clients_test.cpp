@@ -29,6 +29,7 @@
 #endif
 #include "support/client_process.hpp"
 #include "support/test_certs.hpp"
+#include "http2/h2_frames.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -188,6 +189,36 @@ SHOAL_TEST(Http2Clients, CurlOverTlsGetsHttp2ByAlpnAndHttp11WhenItAsksForIt) {
     EXPECT_EQ(r1.out, "GET /one  1.1") << r1.err;
     stop.trigger();
   });
+}
+
+SHOAL_TEST(Http2Clients, AClientThatEndsTlsWithoutCloseNotifyIsGoneNotAFault) {
+  // curl and browsers end an h2 connection without close_notify: HTTP/2
+  // frames its own end, so the server must not report it as a failure.
+  auto listener = shoal::net::Listener::bind(Address::parse("127.0.0.1:0"));
+  const Address addr = listener.local_address();
+  http::Server server(http::ServerOptions{});
+  const shoal::tls::Context server_ctx = h2_tls_server();
+  Echo handler;
+  bool served = false;
+  co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
+    s.spawn([&]() -> Task<void> {
+      shoal::net::Stream tcp = co_await listener.accept();
+      shoal::tls::Stream conn = co_await shoal::tls::accept(std::move(tcp), server_ctx, std::chrono::seconds(10));
+      co_await http2::serve_connection(server, std::move(conn), handler);  // throws if it calls the end a failure
+      served = true;
+    });
+    shoal::tls::ClientOptions client_options;
+    client_options.ca_file = shoal::test::certs().ca;
+    client_options.alpn = {"h2"};
+    const shoal::tls::Context ctx = shoal::tls::Context::client(client_options);
+    shoal::net::Stream tcp = co_await shoal::net::connect(addr);
+    shoal::tls::Stream tls = co_await shoal::tls::connect(std::move(tcp), ctx, "127.0.0.1");
+    co_await tls.write_all(std::string(shoal::http2::kClientPreface) + shoal::test::h2::frame(shoal::test::h2::kSettings, 0, 0, ""));
+    std::vector<std::byte> buf(4096);
+    EXPECT_GT(co_await tls.read_some(buf), 0u) << "the server's SETTINGS";
+    tls.close();  // no close_notify
+  });
+  EXPECT_TRUE(served);
 }
 
 SHOAL_TEST(Http2Clients, TheClientSpeaksHttp2OverTlsAfterAlpnChoseH2) {

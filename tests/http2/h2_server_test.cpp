@@ -91,6 +91,27 @@ SHOAL_TEST(Http2Server, AConnectionTheServerEndsReadsTheClientsLastBytesUntilThe
   EXPECT_TRUE(record.drained) << "the linger was cut short (cancelled with the connection's streams)";
 }
 
+SHOAL_TEST(Http2Server, AHandlerKnowsItsClientsAddress) {
+  struct PeerOf {  // a Task<void> handler: a task per stream
+    std::string* seen;
+    Task<void> operator()(const http::Request& req, http::Response& res) const {
+      const auto peer = req.peer();
+      *seen = peer ? peer->to_string() : "none";
+      res.body = "ok";
+      co_return;
+    }
+  };
+  std::string seen, client;
+  co_await with_h2_server({}, PeerOf{&seen}, [&](std::string addr) -> Task<void> {
+    Client c = co_await Client::open(addr);
+    client = c.conn.local_address().to_string();
+    co_await c.send(get(1, "/"));
+    const std::optional<Frame> answer = co_await c.outcome(1);
+    EXPECT_TRUE(answer.has_value() && answer->type == kHeaders);
+  });
+  EXPECT_EQ(seen, client);
+}
+
 SHOAL_TEST(Http2Server, AStreamPastTheAdvertisedLimitIsRefused) {
   shoal::Event started, cancelled;
   http::ServerOptions o;
