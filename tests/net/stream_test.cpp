@@ -212,8 +212,8 @@ SHOAL_TEST(StreamTest, ALingeringCloseEndsQuietlyWhenThePeerResets) {
   auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
   const Address addr = listener.local_address();
   bool lingered = false;
+  shoal::Event reset;  // outside the body: the child waits on it after the body returns
   co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
-    shoal::Event reset;
     s.spawn([&]() -> Task<void> {
       Stream conn = co_await listener.accept();
       std::vector<char> one(1);
@@ -236,8 +236,8 @@ SHOAL_TEST(StreamTest, ALingeringCloseEndsQuietlyWhenThePeerResets) {
 SHOAL_TEST(StreamTest, ALingeringCloseGivesUpOnASilentPeerAtItsLimit) {
   auto listener = Listener::bind(Address::parse("127.0.0.1:0"));
   const Address addr = listener.local_address();
+  shoal::Event done;  // outside the body, which may end while the child is still in set()
   co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
-    shoal::Event done;
     s.spawn([&]() -> Task<void> {
       Stream conn = co_await listener.accept();
       co_await conn.linger_close(20ms);  // the client never ends: the limit does

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # A stdio MCP server whose writes block (plain blocking stdout, unlike
 # Node's): tools "pid" and "flood" (count progress notifications of size
-# bytes each, then the result), for the gateway's backpressure check.
+# bytes each, then the result; how many it has written so far goes to
+# sent_file), for the gateway's backpressure check.
 import json
 import os
 import sys
@@ -29,6 +30,9 @@ for line in sys.stdin:
         for i in range(1, args["count"] + 1):
             send({"jsonrpc": "2.0", "method": "notifications/progress",
                   "params": {"progressToken": token, "progress": i, "message": pad}})
+            with open(args["sent_file"] + ".tmp", "w") as f:  # how far it got, for the test
+                f.write(str(i))
+            os.replace(args["sent_file"] + ".tmp", args["sent_file"])  # whole, never seen half-written
         send({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": "flooded"}]}})
     else:
         send({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32601, "message": "no such method"}})
