@@ -76,23 +76,26 @@ std::string ExitStatus::to_string() const {
 // be killed when its parent dies. Between vfork and exec the child shares
 // our memory and runs on this thread's stack, so it only makes system calls,
 // with every signal blocked until its handlers are back to their defaults
-// (as glibc's posix_spawn does). An exec that fails reports its errno
-// through `err` (shared memory), as posix_spawn's return value would.
+// (as glibc's posix_spawn does). A failure before or at exec comes back as
+// its errno through a close-on-exec pipe, whose end (exec closed it) also
+// says the prctl is done: that holds where vfork is a fork too (under
+// ThreadSanitizer), where the spawning thread could otherwise end first.
 pid_t spawn_dying_with_parent(const char* file, char* const* args, char* const* envs, const int (&dup_from)[3],
                               const bool (&null_in)[3], const char* cwd, bool group) {
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return -errno;
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
-  volatile int err = 0;
   const pid_t parent = ::getpid();
   const pid_t pid = ::vfork();
   if (pid == 0) {
     auto die = [&](int e) {
-      err = e;
+      (void)!::write(report[1], &e, sizeof e);
       ::_exit(127);
     };
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die(errno);
-    if (::getppid() != parent) ::_exit(127);  // the parent died before the prctl
+    if (::getppid() != parent) die(ESRCH);  // the parent died before the prctl
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int sig = 1; sig < NSIG; ++sig) (void)::sigaction(sig, &dfl, nullptr);  // glibc's own fail: harmless
@@ -115,9 +118,19 @@ pid_t spawn_dying_with_parent(const char* file, char* const* args, char* const* 
   }
   const int fork_err = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (pid < 0) return -fork_err;
-  if (err != 0) {
-    ::waitpid(pid, nullptr, 0);  // exited at once
+  ::close(report[1]);
+  if (pid < 0) {
+    ::close(report[0]);
+    return -fork_err;
+  }
+  int err = 0;
+  ssize_t n;
+  do {
+    n = ::read(report[0], &err, sizeof err);
+  } while (n < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (n == static_cast<ssize_t>(sizeof err)) {
+    ::waitpid(pid, nullptr, 0);  // it exited at once
     return -err;
   }
   return pid;
