@@ -254,8 +254,8 @@ class Gateway {
     std::size_t requests = 0;
     for (const Message& m : messages) requests += m.is_request() ? 1 : 0;
     if (requests == 0) {  // notifications and responses: accepted
-      for (std::string_view t : texts) co_await s->to_child(std::string(t));
-      res.status = 202;
+      const bool written = co_await forward(*s, texts, res);
+      if (written) res.status = 202;
       co_return;
     }
     const bool sse = accepts(req.header("accept"), "text/event-stream");
@@ -265,13 +265,31 @@ class Gateway {
       co_return;
     }
     Closer done{*s, box};
-    for (std::string_view t : texts) co_await s->to_child(std::string(t));
+    const bool written = co_await forward(*s, texts, res);
+    if (!written) {
+      done.clean = true;
+      co_return;
+    }
     if (sse) {
       co_await stream_events(*box, res, requests, true);
     } else {
       co_await answer_json(*box, res, requests, batch);
     }
     done.clean = true;
+  }
+
+  // Writes the messages to the child; false, answered 502, if its stdin
+  // is closed (it exited, or closed it, before its stdout ended).
+  shoal::Task<bool> forward(Session& s, const std::vector<std::string_view>& texts, shoal::http::Response& res) {
+    try {
+      for (std::string_view t : texts) co_await s.to_child(std::string(t));
+    } catch (const std::system_error& e) {
+      s.end(Ending::input_closed);
+      refuse(res, 502, "the MCP server of session " + s.id() + " takes no more input (" + e.what() + ")", "null",
+             -32603);
+      co_return false;
+    }
+    co_return true;
   }
 
   shoal::Task<std::shared_ptr<Session>> open_session(const shoal::http::Request& req, shoal::http::Response& res) {

@@ -108,12 +108,13 @@ struct Stats {
 };
 
 /// How a session ended, for its log line.
-enum class Ending { running, child_exited, deleted, idle, abandoned, shutdown, too_long, failed };
+enum class Ending { running, child_exited, input_closed, deleted, idle, abandoned, shutdown, too_long, failed };
 
 inline const char* to_string(Ending e) noexcept {
   switch (e) {
     case Ending::running: return "running";
     case Ending::child_exited: return "child exited";
+    case Ending::input_closed: return "its child taking no more input";
     case Ending::deleted: return "DELETE";
     case Ending::idle: return "idle timeout";
     case Ending::abandoned: return "its client went away";

@@ -168,6 +168,14 @@ shoal::tls::Context h2_tls_server() {
   return shoal::tls::Context::server(o);
 }
 
+/// A client context that trusts the test CA and offers h2 only.
+shoal::tls::Context h2_tls_client() {
+  shoal::tls::ClientOptions o;
+  o.ca_file = shoal::test::certs().ca;
+  o.alpn = {"h2"};
+  return shoal::tls::Context::client(o);
+}
+
 SHOAL_TEST(Http2Clients, CurlOverTlsGetsHttp2ByAlpnAndHttp11WhenItAsksForIt) {
   if (!have("curl")) co_return;
   auto listener = shoal::net::Listener::bind(Address::parse("127.0.0.1:0"));
@@ -207,10 +215,7 @@ SHOAL_TEST(Http2Clients, AClientThatEndsTlsWithoutCloseNotifyIsGoneNotAFault) {
       co_await http2::serve_connection(server, std::move(conn), handler);  // throws if it calls the end a failure
       served = true;
     });
-    shoal::tls::ClientOptions client_options;
-    client_options.ca_file = shoal::test::certs().ca;
-    client_options.alpn = {"h2"};
-    const shoal::tls::Context ctx = shoal::tls::Context::client(client_options);
+    const shoal::tls::Context ctx = h2_tls_client();
     shoal::net::Stream tcp = co_await shoal::net::connect(addr);
     shoal::tls::Stream tls = co_await shoal::tls::connect(std::move(tcp), ctx, "127.0.0.1");
     co_await tls.write_all(std::string(shoal::http2::kClientPreface) + shoal::test::h2::frame(shoal::test::h2::kSettings, 0, 0, ""));
@@ -229,10 +234,7 @@ SHOAL_TEST(Http2Clients, TheClientSpeaksHttp2OverTlsAfterAlpnChoseH2) {
   opts.shutdown = &stop;
   co_await shoal::scope([&](shoal::Scope& s) -> Task<void> {
     s.spawn(http2::serve(listener, opts, http::ServerOptions{}, h2_tls_server(), Echo{}));
-    shoal::tls::ClientOptions client_options;
-    client_options.ca_file = shoal::test::certs().ca;
-    client_options.alpn = {"h2"};
-    const shoal::tls::Context ctx = shoal::tls::Context::client(client_options);
+    const shoal::tls::Context ctx = h2_tls_client();
     shoal::net::Stream tcp = co_await shoal::net::connect(addr);
     shoal::tls::Stream tls = co_await shoal::tls::connect(std::move(tcp), ctx, "127.0.0.1");
     EXPECT_EQ(tls.alpn(), "h2");

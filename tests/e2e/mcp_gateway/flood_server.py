@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 # A stdio MCP server whose writes block (plain blocking stdout, unlike
-# Node's): tools "pid" and "flood" (count progress notifications of size
+# Node's): tools "pid", "close_stdin" (then it sleeps), and "flood" (count progress notifications of size
 # bytes each, then the result; how many it has written so far goes to
 # sent_file), for the gateway's backpressure check.
 import json
 import os
 import sys
+import time
 
 
 def send(message):
@@ -34,5 +35,10 @@ for line in sys.stdin:
                 f.write(str(i))
             os.replace(args["sent_file"] + ".tmp", args["sent_file"])  # whole, never seen half-written
         send({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": "flooded"}]}})
+    elif m["method"] == "tools/call" and m["params"]["name"] == "close_stdin":
+        # Takes no more input but lives on, its stdout open.
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": "closed"}]}})
+        os.close(0)
+        time.sleep(3600)
     else:
         send({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32601, "message": "no such method"}})

@@ -305,6 +305,12 @@ async function backpressure() {
   let inOrder = progress.length === count;
   for (let i = 0; inOrder && i < count; i++) inOrder = progress[i] === i + 1;
   check(inOrder && msgs.some((m) => m.id === 3), `then everything arrives, in order (${progress.length} notifications, result ${msgs.some((m) => m.id === 3)})`);
+  // A child that takes no more input (its stdin closed, its stdout open):
+  // the next request is answered 502, naming it, and the session ends.
+  const closed = await raw('POST', h, JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'close_stdin', arguments: {} } }));
+  const next = await raw('POST', h, JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'ping' }));
+  check(/closed/.test(closed.text) && next.status === 502 && /takes no more input/.test(next.text),
+    `a child that closed its stdin: the next request answered ${next.status} (${next.text.slice(0, 100)})`);
   await raw('DELETE', h);
 }
 
