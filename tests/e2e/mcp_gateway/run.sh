@@ -18,17 +18,24 @@ cd "$work"
 
 status=0
 : >gw.err
-# Starts a gateway with "$@" before the address; sets gw and url.
-start() {
-  "$gateway_bin" "$@" 127.0.0.1:0 -- node tool_server.mjs >gw.out 2>>gw.err &
+# Starts `mcp_gateway "$@"` and waits for its "serving" line; sets gw and
+# url. gw.out is removed here, not truncated by the background job's
+# redirection: that happens in the child, after the parent may already have
+# read the last gateway's line.
+launch() {
+  rm -f gw.out
+  "$gateway_bin" "$@" >gw.out 2>>gw.err &
   gw=$!
   for _ in $(seq 100); do
     grep -q "^mcp_gateway: serving" gw.out 2>/dev/null && break
+    kill -0 "$gw" 2>/dev/null || break
     sleep 0.1
   done
-  url=$(sed -n 's/^mcp_gateway: serving \([^ ,]*\),.*/\1/p' gw.out)
+  url=$(sed -n 's/^mcp_gateway: serving \([^ ,]*\),.*/\1/p' gw.out 2>/dev/null)
   [ -n "$url" ] || { echo "mcp gateway e2e: the gateway did not start:"; cat gw.err; kill -KILL "$gw" 2>/dev/null; exit 1; }
 }
+# A gateway with "$@" before the address, running tool_server.mjs.
+start() { launch "$@" 127.0.0.1:0 -- node tool_server.mjs; }
 # SIGTERMs the gateway: it must exit 0 within 10 s, leaving no child.
 stop() {
   local kids
@@ -93,18 +100,12 @@ E2E_TOKEN="e2e-token-$$" timeout 120 node gateway_e2e.mjs "$gw" "$url" limits ||
 stop
 
 # Backpressure, against a child whose writes block.
-"$gateway_bin" 127.0.0.1:0 -- python3 flood_server.py >gw.out 2>>gw.err &
-gw=$!
-for _ in $(seq 100); do grep -q "^mcp_gateway: serving" gw.out 2>/dev/null && break; sleep 0.1; done
-url=$(sed -n 's/^mcp_gateway: serving \([^ ,]*\),.*/\1/p' gw.out)
+launch 127.0.0.1:0 -- python3 flood_server.py
 timeout 120 node gateway_e2e.mjs "$gw" "$url" backpressure || status=1
 stop
 
 # The reference server as the child (npx: a process tree per session).
-"$gateway_bin" 127.0.0.1:0 -- npx --no-install mcp-server-everything stdio >gw.out 2>>gw.err &
-gw=$!
-for _ in $(seq 100); do grep -q "^mcp_gateway: serving" gw.out 2>/dev/null && break; sleep 0.1; done
-url=$(sed -n 's/^mcp_gateway: serving \([^ ,]*\),.*/\1/p' gw.out)
+launch 127.0.0.1:0 -- npx --no-install mcp-server-everything stdio
 timeout 120 node gateway_e2e.mjs "$gw" "$url" everything || status=1
 stop
 
@@ -117,6 +118,7 @@ stop
 
 # A gateway killed with SIGKILL: its children die with it.
 start
+rm -f hold.out
 node gateway_e2e.mjs "$gw" "$url" hold >hold.out &
 holder=$!
 for _ in $(seq 150); do grep -q '^ready' hold.out 2>/dev/null && break; sleep 0.1; done
