@@ -2,6 +2,7 @@
 #include "shoal/http/stats.hpp"
 
 #include "shoal/detail/task_record.hpp"
+#include "src/http/stats_tally.hpp"
 
 namespace shoal::http {
 
@@ -17,13 +18,25 @@ ServerStats::~ServerStats() = default;
 
 namespace {
 constexpr auto kRelaxed = std::memory_order_relaxed;
+/// kBuckets in nanoseconds: no floating point for each response.
+constexpr auto kBucketNs = [] {
+  std::array<std::int64_t, ServerStats::kBuckets.size()> ns{};
+  for (std::size_t i = 0; i < ns.size(); ++i) ns[i] = static_cast<std::int64_t>(ServerStats::kBuckets[i] * 1e9 + 0.5);
+  return ns;
+}();
 void add(std::atomic<std::uint64_t>& c, std::uint64_t n) noexcept { c.fetch_add(n, kRelaxed); }
 }  // namespace
+
+std::size_t detail::bucket(std::int64_t handler_ns) noexcept {
+  std::size_t b = 0;
+  while (b < kBucketNs.size() && handler_ns > kBucketNs[b]) ++b;
+  return b;
+}
 
 ServerStats::Stripe& ServerStats::mine() noexcept {
   // The worker's own stripe: no cache line shared between workers while
   // counting. Off a worker (a test's thread), stripe 0.
-  const detail::TaskRecord* f = detail::current_record();
+  const shoal::detail::TaskRecord* f = shoal::detail::current_record();
   return stripes_[f != nullptr ? f->worker % kStripes : 0];
 }
 
@@ -44,9 +57,37 @@ void ServerStats::response(int status, std::size_t received, std::size_t sent, s
   if (handler_ns < 0) return;
   add(s.handler_ns, static_cast<std::uint64_t>(handler_ns));
   add(s.handler_calls, 1);
-  std::size_t b = 0;
-  while (b < kBuckets.size() && static_cast<double>(handler_ns) > kBuckets[b] * 1e9) ++b;
-  add(s.buckets[b], 1);
+  add(s.buckets[detail::bucket(handler_ns)], 1);
+}
+
+void detail::StatsTally::publish() noexcept {
+  if (stats_ == nullptr || !dirty_) return;
+  ServerStats::Stripe& s = stats_->mine();
+  const auto put = [](std::atomic<std::uint64_t>& c, std::uint64_t& n) noexcept {
+    if (n != 0) add(c, n);
+    n = 0;
+  };
+  for (std::size_t i = 0; i < responses_.size(); ++i) put(s.responses[i], responses_[i]);
+  put(s.received, received_);
+  put(s.sent, sent_);
+  put(s.handler_ns, handler_ns_);
+  put(s.handler_calls, handler_calls_);
+  for (std::size_t i = 0; i < buckets_.size(); ++i) put(s.buckets[i], buckets_[i]);
+  put(s.streams_opened, streams_opened_);
+  put(s.streams_closed, streams_closed_);
+  dirty_ = false;
+}
+
+void detail::StatsTally::response(int status, std::size_t received, std::size_t sent, std::int64_t handler_ns) noexcept {
+  dirty_ = true;
+  const int cls = status / 100 - 1;
+  if (cls >= 0 && cls < 5) ++responses_[static_cast<std::size_t>(cls)];
+  received_ += received;
+  sent_ += sent;
+  if (handler_ns < 0) return;
+  handler_ns_ += static_cast<std::uint64_t>(handler_ns);
+  ++handler_calls_;
+  ++buckets_[bucket(handler_ns)];
 }
 
 ServerStats::Snapshot ServerStats::snapshot() const noexcept {

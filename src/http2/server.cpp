@@ -38,7 +38,9 @@
 #include "shoal/scope/task_set.hpp"
 #include "shoal/sync/event.hpp"
 #include "shoal/time/sleep.hpp"
+#include "src/http/stats_tally.hpp"
 #include "src/http2/body_budget.hpp"
+#include "src/http2/memory.hpp"
 
 namespace shoal::http2::detail {
 namespace {
@@ -189,7 +191,8 @@ struct Stream {
   std::optional<CancelScope> scope;  // a peer's RST_STREAM cancels the handler
   std::exception_ptr fault;
   bool client_fault = false;  // `fault` is a BodyError: reset the stream, report nothing
-  std::int64_t started = -1;  // when its handler started (steady clock ticks), if counted
+  std::int64_t started = -1;   // when its handler started (steady clock ticks), if counted
+  std::int64_t finished = -1;  // when it ended, if known before its answer is counted
   bool handler_live = false;
   bool closed = false;  // nghttp2 closed the stream (reset, or answered)
 
@@ -217,7 +220,7 @@ struct Stream {
     scope.emplace();
     fault = nullptr;
     client_fault = false;
-    started = -1;
+    started = finished = -1;
     handler_live = false;
     closed = false;
   }
@@ -264,6 +267,28 @@ struct Stream {
 /// connection, 256 busy connections held 25,600 objects (36 MB) that went
 /// cold in the cache between their batches, where a thread's spares are
 /// the ones its last connection just used (docs/http2.md has the numbers).
+/// What a busy connection reads into and writes from. An idle one holds
+/// none: they go to its thread's spares with its stream objects, so that
+/// a client's next batch, or another connection's on the thread, takes
+/// them back rather than allocating them again (each batch allocated its
+/// read buffer and grew its write buffer and field lists anew).
+struct Buffers {
+  std::unique_ptr<std::uint8_t[]> in;  // kReadSize bytes; not zero-filled
+  std::string out;                     // frames for one write
+  std::string nv_text;                 // a response's field names and values (respond)
+  std::vector<nghttp2_nv> nva;
+
+  /// Within what a thread keeps for a spare.
+  void shed() noexcept {
+    if (out.capacity() > kKeepCapacity) std::string().swap(out);
+    if (nv_text.capacity() > kSpareCapacity) std::string().swap(nv_text);
+    if (nva.capacity() > kSpareFields) std::vector<nghttp2_nv>().swap(nva);
+    out.clear();
+    nv_text.clear();
+    nva.clear();
+  }
+};
+
 class SpareStreams {
  public:
   /// A spare, or a new object. Throws std::bad_alloc.
@@ -286,10 +311,34 @@ class SpareStreams {
     s->shed();
     spares_.push_back(std::move(s));
   }
+  /// A spare set of buffers, or empty ones (allocated as they are used).
+  Buffers take_buffers() noexcept {
+    if (buffers_.empty()) return {};
+    Buffers b = std::move(buffers_.back());
+    buffers_.pop_back();
+    return b;
+  }
+  /// Keeps `b` if there is room (kMaxBuffers a thread), else frees it.
+  void give(Buffers&& b) noexcept {
+    if (buffers_.size() == kMaxBuffers || !b.in) return;  // one never busy has nothing worth keeping
+    if (buffers_.capacity() == 0) {
+      try {
+        buffers_.reserve(kMaxBuffers);
+      } catch (const std::bad_alloc&) {
+        return;
+      }
+    }
+    b.shed();
+    buffers_.push_back(std::move(b));
+  }
 
  private:
   static constexpr std::size_t kMax = 128;  // a connection's default stream limit, and some
+  /// A thread serves one connection at a time: the others busy at once
+  /// are those waiting on a write or a handler.
+  static constexpr std::size_t kMaxBuffers = 8;
   std::vector<std::unique_ptr<Stream>> spares_;
+  std::vector<Buffers> buffers_;
 };
 
 /// This thread's spares. Not inlined: a coroutine that inlined a
@@ -307,7 +356,8 @@ class Connection {
         conn_(conn),
         handler_(handler),
         limit_(std::max<std::size_t>(1, server.options().max_concurrent_streams)),
-        entry_(server.connections(), conn.native_handle()) {
+        entry_(server.connections(), conn.native_handle()),
+        tally_(server.options().stats) {
     nghttp2_session_callbacks* cbs = nullptr;
     nghttp2_option* opt = nullptr;
     if (nghttp2_session_callbacks_new(&cbs) != 0 || nghttp2_option_new(&opt) != 0) {
@@ -325,7 +375,8 @@ class Connection {
     nghttp2_option_set_max_continuations(opt, kMaxContinuations);
     nghttp2_option_set_max_outbound_ack(opt, kMaxOutboundAcks);
     nghttp2_option_set_stream_reset_rate_limit(opt, kBackstopResetBurst, kBackstopResetRate);
-    const int rv = nghttp2_session_server_new2(&session_, cbs, this, opt);
+    nghttp2_mem mem = session_memory(&memory_failed_);  // copied by nghttp2
+    const int rv = nghttp2_session_server_new3(&session_, cbs, this, opt, &mem);
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cbs);
     if (rv != 0) throw std::bad_alloc();
@@ -333,17 +384,18 @@ class Connection {
   }
   ~Connection() {
     nghttp2_session_del(session_);
-    if (http::ServerStats* stats = server_.options().stats) {
-      for (std::size_t i = 0; i < open(); ++i) stats->stream_closed();  // those the connection's end cut
-      stats->http2_connection_closed();
-    }
+    for (std::size_t i = 0; i < open(); ++i) tally_.stream_closed();  // those the connection's end cut
+    tally_.publish();
+    if (http::ServerStats* stats = server_.options().stats) stats->http2_connection_closed();
     release_idle();
   }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
   Task<void> run(TaskSet& set, std::string preread);
-  std::exception_ptr fault() const noexcept { return first_fault_; }
+  std::exception_ptr fault() const noexcept {
+    return first_fault_ || !memory_failed_ ? first_fault_ : std::make_exception_ptr(std::bad_alloc());
+  }
   /// The server ended it (a GOAWAY is out): the client may still be
   /// sending (mid-flood, or a request that crossed the GOAWAY), and a close
   /// with its bytes unread would reset the connection, which can destroy
@@ -354,8 +406,12 @@ class Connection {
  private:
   static Connection& of(void* user) noexcept { return *static_cast<Connection*>(user); }
   Stream* stream(std::int32_t id) noexcept {
+    // A request's fields all come for the stream just opened: no map
+    // lookup for each (it was 2% of a small request's CPU).
+    if (opened_ != nullptr && opened_->id == id) return opened_;
     return static_cast<Stream*>(nghttp2_session_get_stream_user_data(session_, id));
   }
+  Stream* opened_ = nullptr;  // the stream last opened, until nghttp2 closes it
 
   static int on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* user) noexcept;
   static int on_header(nghttp2_session*, const nghttp2_frame* frame, const std::uint8_t* name, std::size_t namelen,
@@ -382,10 +438,10 @@ class Connection {
   void take_done(Taken& taken);
   void send_more(Stream& s);
   void add_field(std::string_view name, std::string_view value) {
-    const std::size_t at = nv_text_.size();
-    nv_text_.append(name).append(value);
-    auto* p = reinterpret_cast<std::uint8_t*>(nv_text_.data() + at);
-    nva_.push_back(nghttp2_nv{p, p + name.size(), name.size(), value.size(), NGHTTP2_NV_FLAG_NONE});
+    const std::size_t at = buf_.nv_text.size();
+    buf_.nv_text.append(name).append(value);
+    auto* p = reinterpret_cast<std::uint8_t*>(buf_.nv_text.data() + at);
+    buf_.nva.push_back(nghttp2_nv{p, p + name.size(), name.size(), value.size(), NGHTTP2_NV_FLAG_NONE});
   }
   void add_fields(std::string_view lines);
   /// ServerOptions::stats, for an answered stream.
@@ -399,7 +455,7 @@ class Connection {
   void run_waiting();
   /// Now, for ServerOptions::stats' handler times; -1 when nothing counts.
   std::int64_t handler_started() const noexcept {
-    return server_.options().stats != nullptr ? std::chrono::steady_clock::now().time_since_epoch().count() : -1;
+    return tally_.counting() ? std::chrono::steady_clock::now().time_since_epoch().count() : -1;
   }
   Task<void> start_waiting(TaskSet& set);
   Task<void> handle(Stream& s);
@@ -422,6 +478,11 @@ class Connection {
     calm_ = why;
     return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
+  /// An allocation failed: the connection's fault (a bad_alloc when it
+  /// ends), so that none goes unreported, whatever stream it cost.
+  void out_of_memory() noexcept {
+    if (!first_fault_) first_fault_ = std::make_exception_ptr(std::bad_alloc());
+  }
 
   http::Server& server_;
   shoal::detail::ByteStreamRef conn_;
@@ -438,22 +499,21 @@ class Connection {
     for (std::unique_ptr<Stream>& s : streams_) spare_streams().give(std::move(s));
     streams_.clear();
     spare_ = 0;
-    std::string().swap(out_);
-    std::string().swap(nv_text_);
-    std::vector<nghttp2_nv>().swap(nva_);
+    spare_streams().give(std::move(buf_));
+    buf_ = Buffers{};
   }
   std::deque<Stream*> waiting_;  // requests ended, no slot yet
   std::mutex done_lock_;
   std::vector<Stream*> done_;  // handlers finished (from their tasks)
   std::vector<Stream*> ready_;  // streamed bodies with bytes to send (from their tasks)
   Notify done_notify_;
-  std::string out_;
-  std::string nv_text_;  // a response's field names and values (respond)
-  std::vector<nghttp2_nv> nva_;
+  Buffers buf_;  // while busy (release_idle)
   std::exception_ptr first_fault_;
+  bool memory_failed_ = false;  // an nghttp2 allocation failed (session_memory)
   bool lingers_ = false;
   bool served_ = false;  // a request came (the idle timeout applies, not the header one)
   net::Connections::Entry entry_;  // the graceful shutdown's reach
+  http::detail::StatsTally tally_;  // ServerOptions::stats, added up at each flush
   bool going_away_ = false;       // GOAWAY submitted: the open streams finish, no new one starts
   BodyBudget budget_{kMaxBufferedBodies};  // streamed request bytes waiting for handlers
   Bucket resets_{kResetBurst, kResetRate};
@@ -469,7 +529,9 @@ int Connection::on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, v
     Stream& s = c.open_stream(frame->hd.stream_id);
     s.body_streamed = c.server_.options().stream_request_body && c.handler_.call_async != nullptr;
     nghttp2_session_set_stream_user_data(c.session_, s.id, &s);
+    c.opened_ = &s;
   } catch (const std::bad_alloc&) {
+    c.out_of_memory();
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // RST_STREAM for this one
   }
   return 0;
@@ -500,6 +562,7 @@ int Connection::on_header(nghttp2_session*, const nghttp2_frame* frame, const st
       s->authority = s->keep({}, value);
     }
   } catch (const std::bad_alloc&) {
+    c.out_of_memory();
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   }
   return 0;
@@ -521,6 +584,7 @@ int Connection::on_data(nghttp2_session*, std::uint8_t, std::int32_t id, const s
       const std::lock_guard<std::mutex> hold(c.done_lock_);
       s->body.append(reinterpret_cast<const char*>(data), len);
     } catch (const std::bad_alloc&) {
+      c.out_of_memory();
       return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }
     s->arrived.notify_one();
@@ -538,6 +602,7 @@ int Connection::on_data(nghttp2_session*, std::uint8_t, std::int32_t id, const s
   try {
     s->body.append(reinterpret_cast<const char*>(data), len);
   } catch (const std::bad_alloc&) {
+    c.out_of_memory();
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   }
   return 0;
@@ -573,6 +638,7 @@ int Connection::on_frame(nghttp2_session*, const nghttp2_frame* frame, void* use
   try {
     c.request_ended(*s);
   } catch (const std::bad_alloc&) {
+    c.out_of_memory();
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   }
   return 0;
@@ -582,6 +648,7 @@ int Connection::on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t
   Connection& c = of(user);
   Stream* s = c.stream(id);
   if (s == nullptr) return 0;
+  if (c.opened_ == s) c.opened_ = nullptr;  // nghttp2 forgets it now
   s->closed = true;
   if (s->handler_live) {
     s->scope->cancel();  // a reset: the handler stops at its next checkpoint; finished() frees it
@@ -628,11 +695,16 @@ ssize_t Connection::read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf,
     *flags |= NGHTTP2_DATA_FLAG_EOF;
     if (!s.res.trailer_lines().empty()) {
       // The trailers end the stream, in a HEADERS frame of their own.
-      c.nv_text_.clear();
-      c.nv_text_.reserve(s.res.trailer_lines().size());
-      c.nva_.clear();
-      c.add_fields(s.res.trailer_lines());
-      if (nghttp2_submit_trailer(c.session_, s.id, c.nva_.data(), c.nva_.size()) == 0) {
+      try {
+        c.buf_.nv_text.clear();
+        c.buf_.nv_text.reserve(s.res.trailer_lines().size());
+        c.buf_.nva.clear();
+        c.add_fields(s.res.trailer_lines());
+      } catch (const std::bad_alloc&) {
+        c.out_of_memory();
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // RST_STREAM: no answer without its trailers
+      }
+      if (nghttp2_submit_trailer(c.session_, s.id, c.buf_.nva.data(), c.buf_.nva.size()) == 0) {
         *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
       }
     }
@@ -735,7 +807,7 @@ Stream& Connection::open_stream(std::int32_t id) {
   }
   Stream& s = *streams_[open() - 1];
   s.slot = open() - 1;
-  if (http::ServerStats* stats = server_.options().stats) stats->stream_opened();
+  tally_.stream_opened();
   s.open(id);
   s.sink.conn = this;
   s.source.conn = this;
@@ -746,7 +818,7 @@ Stream& Connection::open_stream(std::int32_t id) {
 }
 
 void Connection::forget(Stream& s) {
-  if (http::ServerStats* stats = server_.options().stats) stats->stream_closed();
+  tally_.stream_closed();
   if (s.body_streamed) {  // what no handler will read (a reset stream's)
     unbuffer(s.body.size() - s.body_at);
     s.body.clear();
@@ -896,10 +968,12 @@ void Connection::run_waiting() {
   // nothing but a second worker, and would cost a spawn, a hand-back and a
   // write per stream: it runs here, in the order the requests ended, and
   // the answers to one read's requests leave in one write (docs/http2.md).
+  // One clock read a handler: each one's end is the next one's start.
+  std::int64_t now = handler_started();
   while (!waiting_.empty()) {
     Stream& s = *waiting_.front();
     waiting_.pop_front();
-    s.started = handler_started();
+    s.started = now;
     try {
       http::Request req(s.head, s.body);
       http::detail::set_connection(req, conn_.native_handle());
@@ -908,6 +982,8 @@ void Connection::run_waiting() {
       s.fault = std::current_exception();
       if (is_cancellation(s.fault)) throw;
     }
+    now = handler_started();
+    s.finished = now;
     respond(s);
   }
 }
@@ -989,8 +1065,8 @@ void Connection::finished(Stream& s) {
 }
 
 /// Appends "Name: value\r\n" lines (validated by set_header and
-/// set_trailer) to nva_, names lowercased (RFC 9113 §8.2.1). nv_text_ must
-/// have room for `lines`, so that the views already in nva_ stay put.
+/// set_trailer) to buf_.nva, names lowercased (RFC 9113 §8.2.1). buf_.nv_text must
+/// have room for `lines`, so that the views already in buf_.nva stay put.
 void Connection::add_fields(std::string_view lines) {
   while (!lines.empty()) {
     const std::size_t end = lines.find("\r\n");
@@ -998,10 +1074,10 @@ void Connection::add_fields(std::string_view lines) {
     const std::size_t colon = line.find(':');
     std::string_view value = line.substr(colon + 1);
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-    const std::size_t at = nv_text_.size();
+    const std::size_t at = buf_.nv_text.size();
     add_field(line.substr(0, colon), value);
     for (std::size_t i = at; i < at + colon; ++i) {
-      if (nv_text_[i] >= 'A' && nv_text_[i] <= 'Z') nv_text_[i] = static_cast<char>(nv_text_[i] - 'A' + 'a');
+      if (buf_.nv_text[i] >= 'A' && buf_.nv_text[i] <= 'Z') buf_.nv_text[i] = static_cast<char>(buf_.nv_text[i] - 'A' + 'a');
     }
     lines.remove_prefix(end == std::string_view::npos ? lines.size() : end + 2);
   }
@@ -1031,9 +1107,9 @@ void Connection::respond(Stream& s) {
   // views nghttp2 gets stay put; nghttp2 copies them.
   const std::string_view lines = s.res.header_lines();
   const std::string_view date = http::http_date();
-  nv_text_.clear();
-  nv_text_.reserve(lines.size() + date.size() + 64);
-  nva_.clear();
+  buf_.nv_text.clear();
+  buf_.nv_text.reserve(lines.size() + date.size() + 64);
+  buf_.nva.clear();
   const auto number = [](char (&digits)[24], std::size_t n) {
     return std::string_view(digits, static_cast<std::size_t>(std::to_chars(digits, digits + 24, n).ptr - digits));
   };
@@ -1052,7 +1128,7 @@ void Connection::respond(Stream& s) {
   provider.read_callback = &Connection::read_body;
   // The body is read from the stream as the windows allow, and the stream
   // stays until nghttp2 closes it.
-  if (nghttp2_submit_response(session_, s.id, nva_.data(), nva_.size(), send_body ? &provider : nullptr) != 0) {
+  if (nghttp2_submit_response(session_, s.id, buf_.nva.data(), buf_.nva.size(), send_body ? &provider : nullptr) != 0) {
     (void)nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_INTERNAL_ERROR);
   }
   if (streamed) {
@@ -1067,10 +1143,10 @@ void Connection::respond(Stream& s) {
 }
 
 void Connection::count(const Stream& s) {
-  if (http::ServerStats* stats = server_.options().stats) {
-    const std::int64_t took =
-        s.started < 0 ? -1 : std::chrono::steady_clock::now().time_since_epoch().count() - s.started;
-    stats->response(s.res.status, s.field_bytes + s.body.size(), s.sent + (s.pending.size() - s.pending_at), took);
+  if (tally_.counting()) {
+    const std::int64_t end = s.finished >= 0 ? s.finished : handler_started();
+    const std::int64_t took = s.started < 0 ? -1 : end - s.started;
+    tally_.response(s.res.status, s.field_bytes + s.body.size(), s.sent + (s.pending.size() - s.pending_at), took);
   }
 }
 
@@ -1078,13 +1154,15 @@ Task<void> Connection::flush() {
   for (;;) {
     const std::uint8_t* data = nullptr;
     const ssize_t n = nghttp2_session_mem_send(session_, &data);
+    if (n == NGHTTP2_ERR_NOMEM) throw std::bad_alloc();
     if (n < 0) throw std::runtime_error(std::string("shoal::http2: ") + nghttp2_strerror(static_cast<int>(n)));
     if (n == 0) break;
-    out_.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+    buf_.out.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
   }
-  if (out_.empty()) co_return;
-  co_await conn_.write_all(out_);
-  out_.clear();
+  tally_.publish();  // before the client can have the answers counted
+  if (buf_.out.empty()) co_return;
+  co_await conn_.write_all(buf_.out);
+  buf_.out.clear();
 }
 
 /// After a fatal error from nghttp2 (a protocol error it has answered
@@ -1105,8 +1183,8 @@ Task<void> Connection::end_with(int error) {
     code = NGHTTP2_PROTOCOL_ERROR;
     why = nghttp2_strerror(error);
   }
-  out_ = goaway_frame(nghttp2_session_get_last_proc_stream_id(session_), code, "shoal::http2: " + why);
-  co_await conn_.write_all(out_);
+  buf_.out = goaway_frame(nghttp2_session_get_last_proc_stream_id(session_), code, "shoal::http2: " + why);
+  co_await conn_.write_all(buf_.out);
 }
 
 Task<void> Connection::run(TaskSet& set, std::string preread) {
@@ -1130,10 +1208,8 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
     (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
   }
   // What to give nghttp2 next: the bytes a caller read first, then each
-  // read's. The read buffer is allocated uninitialized (a string would be
-  // zero-filled at each resize) and only while the connection is busy.
+  // read's (into buf_.in, held only while the connection is busy).
   std::string first = std::move(preread);
-  std::unique_ptr<std::uint8_t[]> in;
   std::span<const std::uint8_t> got(reinterpret_cast<const std::uint8_t*>(first.data()), first.size());
   Taken taken;
   const std::chrono::milliseconds stream_idle = conn_.idle_timeout();
@@ -1186,7 +1262,6 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
       // busy client's batches: its stream objects go to the thread's
       // spares (SpareStreams has why). The deadline is the stream's own,
       // whose timer exists only if the wait has to wait.
-      in.reset();
       std::string().swap(first);
       release_idle();
       taken = Taken{};
@@ -1211,10 +1286,13 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
     if (woke == 2) {
       (void)nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
     } else if (woke == 0) {
-      if (!in) in.reset(new std::uint8_t[kReadSize]);  // not make_unique: that zero-fills
+      if (!buf_.in) {
+        buf_ = spare_streams().take_buffers();  // this thread's: the wait may have moved the task
+        if (!buf_.in) buf_.in.reset(new std::uint8_t[kReadSize]);  // not make_unique: that zero-fills
+      }
       std::size_t n = 0;
       try {
-        n = co_await conn_.read_some(std::as_writable_bytes(std::span(in.get(), kReadSize)));
+        n = co_await conn_.read_some(std::as_writable_bytes(std::span(buf_.in.get(), kReadSize)));
       } catch (const std::bad_alloc&) {
         throw;
       } catch (const std::exception&) {
@@ -1223,7 +1301,7 @@ Task<void> Connection::run(TaskSet& set, std::string preread) {
         // end, so nothing is truncated unnoticed). It is gone, not a fault.
         n = 0;
       }
-      got = std::span<const std::uint8_t>(in.get(), n);
+      got = std::span<const std::uint8_t>(buf_.in.get(), n);
       if (n == 0) {
         client_gone = true;  // its streams' tasks are cancelled below
         break;

@@ -22,6 +22,10 @@ namespace shoal::http {
 /// cache line; a snapshot adds the stripes up. Must outlive every server
 /// counting into it; one ServerStats may serve several servers.
 /// Thread-safety: any thread, at any time.
+namespace detail {
+class StatsTally;
+}
+
 class ServerStats {
  public:
   /// The handler-duration histogram's upper bounds, in seconds (the last
@@ -92,6 +96,7 @@ class ServerStats {
   void response(int status, std::size_t received, std::size_t sent, std::int64_t handler_ns) noexcept;
 
  private:
+  friend class detail::StatsTally;  // a connection's counts, added a batch at a time (src/http/stats_tally.hpp)
   static constexpr std::size_t kStripes = 8;
   struct Stripe;  // a cache line's worth of counters per worker (src/http/stats.cpp)
   Stripe& mine() noexcept;
