@@ -134,6 +134,10 @@ void* frame_allocate(std::size_t size) {
     if (raw == nullptr) throw std::bad_alloc();
     return ::new (raw) Header{const_cast<FrameHooks*>(hooks), Source::hooks, 0} + 1;
   }
+  return block_allocate(size);
+}
+
+void* block_allocate(std::size_t size) {
 #if SHOAL_FRAME_CACHE
   const std::size_t c = class_of(size);
   if (c < kClasses && !tls_cache_dead) {
@@ -142,7 +146,7 @@ void* frame_allocate(std::size_t size) {
     return block != nullptr ? block : cache->refill(c);
   }
 #endif
-  void* raw = ::operator new(total);
+  void* raw = ::operator new(size + sizeof(Header));
   return ::new (raw) Header{nullptr, Source::heap, 0} + 1;
 }
 

@@ -25,6 +25,12 @@ class FrameResourceGuard {
 
 void* frame_allocate(std::size_t size);
 void frame_deallocate(void* p, std::size_t size) noexcept;
+/// A block from the calling thread's frame cache (the heap past its size
+/// classes, or under ASan), never from a FrameResourceGuard's resource or
+/// the test hooks; freed with frame_deallocate. For a library's own
+/// memory (nghttp2's), whose failure paths are not ours to sweep.
+/// Throws: std::bad_alloc.
+void* block_allocate(std::size_t size);
 
 /// A std allocator over frame_allocate, for the runtime's own growable
 /// structures (the timer heap), so allocation-failure tests reach them too.
