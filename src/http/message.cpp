@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include <sys/socket.h>
+#include "src/net/peer.hpp"
 
 namespace shoal::http {
 namespace {
@@ -250,10 +250,7 @@ void append_error(std::string& out, int status, std::string_view text) {
 
 std::optional<net::Address> Request::peer() const {
   if (fd_ < 0) return std::nullopt;
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return std::nullopt;
-  return net::Address::from_native(reinterpret_cast<sockaddr*>(&ss), len);
+  return shoal::detail::peer_address_of(fd_);
 }
 
 }  // namespace shoal::http

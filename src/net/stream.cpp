@@ -16,6 +16,7 @@
 #include "src/runtime/driver/io/async_io.hpp"
 #include "shoal/scope/timeout.hpp"
 #include "shoal/time/sleep.hpp"
+#include "src/net/peer.hpp"
 #include "src/net/sys.hpp"
 
 namespace shoal::detail::sys {
@@ -32,17 +33,14 @@ namespace io = detail::io;
 using detail::io_check_cancelled;
 
 std::string peer_of(int fd) {
+  if (const std::optional<Address> peer = detail::peer_address_of(fd)) return peer->to_string();
+  if (errno == ENOTSOCK) return "a pipe";
+  // After a reset the peer's address is gone; the local one still names
+  // the connection.
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
-    if (errno == ENOTSOCK) return "a pipe";
-    // After a reset the peer's address is gone; the local one still names
-    // the connection.
-    len = sizeof ss;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "an unconnected socket";
-    return "disconnected peer of " + Address::from_native(reinterpret_cast<sockaddr*>(&ss), len).to_string();
-  }
-  return Address::from_native(reinterpret_cast<sockaddr*>(&ss), len).to_string();
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "an unconnected socket";
+  return "disconnected peer of " + Address::from_native(reinterpret_cast<sockaddr*>(&ss), len).to_string();
 }
 
 [[noreturn]] void io_error(const char* op, int fd, int err) {
@@ -286,10 +284,9 @@ Address Stream::local_address() const {
 }
 
 Address Stream::peer_address() const {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) io_error("getpeername", fd_, errno);
-  return Address::from_native(reinterpret_cast<sockaddr*>(&ss), len);
+  std::optional<Address> peer = detail::peer_address_of(fd_);
+  if (!peer) io_error("getpeername", fd_, errno);
+  return *peer;
 }
 
 // ---- Listener -----------------------------------------------------------
