@@ -184,7 +184,7 @@ class Gateway {
   std::shared_ptr<Session> session_of(const shoal::http::Request& req, shoal::http::Response& res) {
     const std::string_view id = req.header("mcp-session-id");
     if (id.empty()) {
-      refuse(res, 400, "no Mcp-Session-Id header (only initialize starts a session)");
+      refuse(res, 400, "a " + std::string(req.method()) + " with no Mcp-Session-Id header (only initialize starts a session)");
       return nullptr;
     }
     std::shared_ptr<Session> s = find(id);

@@ -2,14 +2,15 @@
 // (StreamableHTTPClientTransport, as real clients connect) against the
 // gateway running tool_server.mjs, one child per session.
 //   node gateway_e2e.mjs <gateway pid> <url> <mode>
-//   mode main: the protocol; mode limits: a gateway started with small limits.
+//   mode main: the protocol; mode limits: a gateway started with small limits;
+//   mode remote: mcp-remote as the client.
 // Exits 0 when every check passed; prints what failed otherwise.
 import fs from 'node:fs';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CreateMessageRequestSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const [gwPid, url, mode] = [Number(process.argv[2]), process.argv[3], process.argv[4]];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -37,9 +38,12 @@ async function waitGone(pid, ms) {
 
 async function open(opts = {}) {
   const transport = new StreamableHTTPClientTransport(new URL(url), opts.transport);
-  const client = new Client({ name: 'shoal-e2e', version: '1.0.0' }, { capabilities: { sampling: {} } });
+  const client = new Client({ name: 'shoal-e2e', version: '1.0.0' }, { capabilities: { sampling: {}, elicitation: {} } });
   client.setRequestHandler(CreateMessageRequestSchema, async (req) => ({
     role: 'assistant', model: 'e2e', content: { type: 'text', text: `yes to ${req.params.messages[0].content.text}` },
+  }));
+  client.setRequestHandler(ElicitRequestSchema, async (req) => ({
+    action: 'accept', content: { ok: true, note: `seen: ${req.params.message}` },
   }));
   await client.connect(transport);
   return { client, transport };
@@ -62,7 +66,7 @@ async function main() {
   const A = await open();
   check(!!A.transport.sessionId, `initialize gives a session id (${A.transport.sessionId})`);
   const tools = (await A.client.listTools()).tools.map((t) => t.name).sort().join(',');
-  check(tools === 'ask,big,echo,pid,sleep', `tools/list: ${tools}`);
+  check(tools === 'ask,big,confirm,echo,pid,sleep', `tools/list: ${tools}`);
   const t = 'héllo "gateway" \\ ✓\n';
   check(textOf(await call(A, 'echo', { text: t })) === t, 'echo returns the text as sent');
   const big = textOf(await call(A, 'big', { bytes: 1 << 20 }));
@@ -72,6 +76,9 @@ async function main() {
   check(textOf(slept) === 'slept 500' && seen.join() === '1,2,3,4,5,6,7,8,9,10', `progress in order: ${seen.join()}`);
   const asked = textOf(await call(A, 'ask', { question: 'ok?' }));
   check(asked === 'answered: yes to ok?', `a sampling request from the server round-trips through the client: ${asked}`);
+  const confirmed = textOf(await call(A, 'confirm', { what: 'the deploy' }));
+  check(confirmed === 'accept: ok=true note=seen: Go ahead with the deploy?',
+    `an elicitation request from the server round-trips through the client: ${confirmed}`);
 
   // Two sessions: own ids, own children, progress only on its own call.
   const B = await open();
@@ -268,6 +275,49 @@ async function everything() {
   await s.client.close();
 }
 
+// mcp-remote (npm), the stdio bridge desktop clients run to reach a remote
+// server, as a second client: the SDK's client speaks stdio to it, it
+// speaks Streamable HTTP to the gateway. It does not DELETE its sessions
+// (the probe one it opens first included): each ends when its stream
+// breaks (--abandoned-timeout).
+async function remote() {
+  const { StdioClientTransport } = await import('@modelcontextprotocol/sdk/client/stdio.js');
+  let log = '';
+  const transport = new StdioClientTransport({
+    command: 'node_modules/.bin/mcp-remote',
+    args: [url, '--transport', 'http-only', '--allow-http'],
+    env: { ...process.env, MCP_REMOTE_CONFIG_DIR: `${process.cwd()}/mcp-remote-auth` },  // not the home directory
+    stderr: 'pipe',
+  });
+  transport.stderr?.on('data', (d) => { log += d; });
+  const s = { client: null, transport };
+  s.client = new Client({ name: 'shoal-e2e-remote', version: '1.0.0' }, { capabilities: { sampling: {}, elicitation: {} } });
+  s.client.setRequestHandler(CreateMessageRequestSchema, async (req) => ({
+    role: 'assistant', model: 'e2e', content: { type: 'text', text: `yes to ${req.params.messages[0].content.text}` },
+  }));
+  s.client.setRequestHandler(ElicitRequestSchema, async () => ({ action: 'accept', content: { ok: true, note: 'remote' } }));
+  try {
+    await s.client.connect(transport);
+  } catch (e) {
+    check(false, `mcp-remote connects: ${e}; its log: ${log.slice(-1500)}`);
+    return;
+  }
+  const tools = (await s.client.listTools()).tools.map((t) => t.name).sort().join(',');
+  check(tools === 'ask,big,confirm,echo,pid,sleep', `mcp-remote: tools/list: ${tools}`);
+  check(textOf(await call(s, 'echo', { text: 'via mcp-remote' })) === 'via mcp-remote', 'mcp-remote: echo');
+  const seen = [];
+  const slept = await call(s, 'sleep', { ms: 250 }, { onprogress: (p) => seen.push(p.progress) });
+  check(textOf(slept) === 'slept 250' && seen.join() === '1,2,3,4,5', `mcp-remote: progress in order: ${seen.join()}`);
+  const asked = textOf(await call(s, 'ask', { question: 'ok?' }));
+  const confirmed = textOf(await call(s, 'confirm', { what: 'it' }));
+  check(asked === 'answered: yes to ok?' && confirmed === 'accept: ok=true note=remote',
+    `mcp-remote: sampling and elicitation round-trip (${asked}; ${confirmed})`);
+  const pid = Number(textOf(await call(s, 'pid', {})));
+  await s.client.close();  // mcp-remote exits with its stdin
+  const gone = await waitGone(pid, 15000);
+  check(gone !== null, `mcp-remote gone without DELETE: its session's child ${pid} reaped (${gone} ms after)`);
+}
+
 // Against flood_server.py (run.sh): a client that stops reading its SSE
 // stream stops the child (blocked writing to its stdout), and the gateway's
 // memory stays bounded; everything arrives once the client reads again.
@@ -314,7 +364,7 @@ async function backpressure() {
   await raw('DELETE', h);
 }
 
-const modes = { main, limits, hold, backpressure, everything };
+const modes = { main, limits, hold, backpressure, everything, remote };
 const guard = setTimeout(() => { console.log('FAIL the test took over 90 s'); process.exit(1); }, 90000);
 modes[mode]().then(() => {
   clearTimeout(guard);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # examples/mcp_gateway end to end (ctest label e2e): the MCP SDK's client
-# against the gateway running tool_server.mjs (one child per session), and
+# against the gateway running tool_server.mjs (one child per session), the
+# same through mcp-remote, and
 # curl over h2c; the limits on a second gateway; backpressure against a
 # child whose writes block; server-everything as the child; curl over TLS
 # (h2 by ALPN); a gateway killed with SIGKILL. Each gateway but the last is
@@ -91,6 +92,7 @@ open_at_exit() {  # a session left open: SIGTERM must end it too
     process.exit(0);" --input-type=module
 }
 timeout 120 node gateway_e2e.mjs "$gw" "$url" main || status=1
+timeout 120 node gateway_e2e.mjs "$gw" "$url" remote || status=1
 open_at_exit || status=1
 stop
 

@@ -1,7 +1,8 @@
 // A small stdio MCP server for the gateway's end-to-end test, on the MCP
 // SDK's own server: tools echo, sleep (a progress notification every
 // 50 ms), big (a result of N bytes), ask (a sampling request to the
-// client, whose answer it returns), pid (its process id).
+// client, whose answer it returns), confirm (an elicitation request: the
+// form the user filled in), pid (its process id).
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { z } from 'zod';
@@ -33,6 +34,14 @@ server.registerTool('ask', { inputSchema: { question: z.string() } }, async ({ q
     maxTokens: 10,
   });
   return text(`answered: ${r.content.text}`);
+});
+
+server.registerTool('confirm', { inputSchema: { what: z.string() } }, async ({ what }) => {
+  const r = await server.server.elicitInput({
+    message: `Go ahead with ${what}?`,
+    requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' }, note: { type: 'string' } }, required: ['ok'] },
+  });
+  return text(`${r.action}: ok=${r.content?.ok} note=${r.content?.note}`);
 });
 
 await server.connect(new StdioServerTransport());
