@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what shoal's build and tests need that a fresh machine may lack.
-# Idempotent and quiet when everything is present.
+# Idempotent and quiet when everything is present. --aarch64 adds the
+# cross build's tools.
 set -euo pipefail
 need=()
 command -v cmake >/dev/null || need+=(cmake)
@@ -30,6 +31,13 @@ command -v nghttp >/dev/null || need+=(nghttp2-client)
 /usr/bin/python3 -c 'import h2' 2>/dev/null || need+=(python3-h2)
 # Relacy, the C++ memory-model checker of tests/relacy (header-only).
 [ -f /usr/include/relacy/relacy.hpp ] || need+=(relacy-dev)
+# --aarch64: the cross compiler and qemu-user for `cmake --preset aarch64`
+# (cmake/aarch64-linux-gnu.cmake; GoogleTest is built from its sources).
+if [ "${1:-}" = --aarch64 ]; then
+  command -v aarch64-linux-gnu-g++ >/dev/null || need+=(g++-aarch64-linux-gnu)
+  command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
+  [ -f /usr/src/googletest/CMakeLists.txt ] || need+=(googletest)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"

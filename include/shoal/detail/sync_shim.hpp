@@ -59,6 +59,8 @@ using plain = T;
 inline void spin_pause() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+  __asm__ __volatile__("yield");  // the spin-wait hint, as PAUSE is on x86
 #else
   std::this_thread::yield();
 #endif
