@@ -17,15 +17,15 @@
 
 namespace shoal::http {
 
+namespace detail {
+class StatsTally;
+}
+
 /// Counters an HTTP server keeps when given them (ServerOptions::stats).
 /// Each worker counts into a stripe of its own, so counting costs no shared
 /// cache line; a snapshot adds the stripes up. Must outlive every server
 /// counting into it; one ServerStats may serve several servers.
 /// Thread-safety: any thread, at any time.
-namespace detail {
-class StatsTally;
-}
-
 class ServerStats {
  public:
   /// The handler-duration histogram's upper bounds, in seconds (the last
