@@ -305,9 +305,14 @@ async function remote() {
   const tools = (await s.client.listTools()).tools.map((t) => t.name).sort().join(',');
   check(tools === 'ask,big,confirm,echo,pid,sleep', `mcp-remote: tools/list: ${tools}`);
   check(textOf(await call(s, 'echo', { text: 'via mcp-remote' })) === 'via mcp-remote', 'mcp-remote: echo');
+  // In order, but not necessarily all: mcp-remote relays each message on
+  // its own, so the last notification can reach the client after the
+  // result, which ends the call's progress (seen in CI: 1,2,3,4). That
+  // the gateway loses nothing is checked without it (mode main).
   const seen = [];
   const slept = await call(s, 'sleep', { ms: 250 }, { onprogress: (p) => seen.push(p.progress) });
-  check(textOf(slept) === 'slept 250' && seen.join() === '1,2,3,4,5', `mcp-remote: progress in order: ${seen.join()}`);
+  const inOrder = seen.length >= 1 && seen.every((p, i) => p === i + 1);
+  check(textOf(slept) === 'slept 250' && inOrder, `mcp-remote: progress in order: ${seen.join()}`);
   const asked = textOf(await call(s, 'ask', { question: 'ok?' }));
   const confirmed = textOf(await call(s, 'confirm', { what: 'it' }));
   check(asked === 'answered: yes to ok?' && confirmed === 'accept: ok=true note=remote',
