@@ -454,7 +454,7 @@ class Connection {
  private:
   void run_waiting();
   /// Now, for ServerOptions::stats' handler times; -1 when nothing counts.
-  std::int64_t handler_started() const noexcept {
+  std::int64_t stats_now() const noexcept {
     return tally_.counting() ? std::chrono::steady_clock::now().time_since_epoch().count() : -1;
   }
   Task<void> start_waiting(TaskSet& set);
@@ -969,7 +969,7 @@ void Connection::run_waiting() {
   // write per stream: it runs here, in the order the requests ended, and
   // the answers to one read's requests leave in one write (docs/http2.md).
   // One clock read a handler: each one's end is the next one's start.
-  std::int64_t now = handler_started();
+  std::int64_t now = stats_now();
   while (!waiting_.empty()) {
     Stream& s = *waiting_.front();
     waiting_.pop_front();
@@ -982,7 +982,7 @@ void Connection::run_waiting() {
       s.fault = std::current_exception();
       if (is_cancellation(s.fault)) throw;
     }
-    now = handler_started();
+    now = stats_now();
     s.finished = now;
     respond(s);
   }
@@ -994,7 +994,7 @@ Task<void> Connection::start_waiting(TaskSet& set) {
   while (!waiting_.empty() && running_ < limit_) {
     Stream* s = waiting_.front();
     waiting_.pop_front();
-    s->started = handler_started();
+    s->started = stats_now();
     s->handler_live = true;
     http::detail::attach(s->res, &s->sink);
     ++running_;
@@ -1144,7 +1144,7 @@ void Connection::respond(Stream& s) {
 
 void Connection::count(const Stream& s) {
   if (tally_.counting()) {
-    const std::int64_t end = s.finished >= 0 ? s.finished : handler_started();
+    const std::int64_t end = s.finished >= 0 ? s.finished : stats_now();
     const std::int64_t took = s.started < 0 ? -1 : end - s.started;
     tally_.response(s.res.status, s.field_bytes + s.body.size(), s.sent + (s.pending.size() - s.pending_at), took);
   }

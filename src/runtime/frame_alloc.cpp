@@ -123,21 +123,10 @@ FrameResourceGuard::FrameResourceGuard(std::pmr::memory_resource* resource) noex
 }
 FrameResourceGuard::~FrameResourceGuard() { tls_resource = previous_; }
 
-void* frame_allocate(std::size_t size) {
-  const std::size_t total = size + sizeof(Header);
-  if (std::pmr::memory_resource* resource = tls_resource) {
-    void* raw = resource->allocate(total, alignof(Header));
-    return ::new (raw) Header{resource, Source::resource, 0} + 1;
-  }
-  if (const FrameHooks* hooks = g_hooks.load(std::memory_order_acquire)) {
-    void* raw = hooks->allocate(total, hooks->ctx);
-    if (raw == nullptr) throw std::bad_alloc();
-    return ::new (raw) Header{const_cast<FrameHooks*>(hooks), Source::hooks, 0} + 1;
-  }
-  return block_allocate(size);
-}
-
-void* block_allocate(std::size_t size) {
+namespace {
+/// The thread's cache, or the heap: the default source of frame_allocate
+/// (inlined there: it is every spawn's path) and all of block_allocate.
+[[gnu::always_inline]] inline void* cached_or_heap(std::size_t size) {
 #if SHOAL_FRAME_CACHE
   const std::size_t c = class_of(size);
   if (c < kClasses && !tls_cache_dead) {
@@ -149,6 +138,23 @@ void* block_allocate(std::size_t size) {
   void* raw = ::operator new(size + sizeof(Header));
   return ::new (raw) Header{nullptr, Source::heap, 0} + 1;
 }
+}  // namespace
+
+void* frame_allocate(std::size_t size) {
+  const std::size_t total = size + sizeof(Header);
+  if (std::pmr::memory_resource* resource = tls_resource) {
+    void* raw = resource->allocate(total, alignof(Header));
+    return ::new (raw) Header{resource, Source::resource, 0} + 1;
+  }
+  if (const FrameHooks* hooks = g_hooks.load(std::memory_order_acquire)) {
+    void* raw = hooks->allocate(total, hooks->ctx);
+    if (raw == nullptr) throw std::bad_alloc();
+    return ::new (raw) Header{const_cast<FrameHooks*>(hooks), Source::hooks, 0} + 1;
+  }
+  return cached_or_heap(size);
+}
+
+void* block_allocate(std::size_t size) { return cached_or_heap(size); }
 
 #if SHOAL_FRAME_CACHE
 namespace {
