@@ -2,9 +2,11 @@
 // (JoinHandle::cancel) and taking children's results as they complete
 // (Completions).
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "shoal/channel/select.hpp"
@@ -316,6 +318,56 @@ SHOAL_TEST(CompletionsTest, IsASelectCaseThatTakesNothingWhenItLoses) {
     SHOAL_CO_ASSERT(end.index() == 0u);
     EXPECT_FALSE(std::get<0>(end).has_value()) << "none pending: the end, at once";
   });
+}
+
+// A child queues itself as its body ends; its result reaches its handle a
+// few steps later, after its frame (the callable and what it captured) is
+// destroyed. A select that wins on it meanwhile must wait for the result,
+// not read the cell while the child still writes it and free it under it.
+// The child's callable lingers in its destructor until the result is taken
+// or 100 ms pass: taken meanwhile is the race. Its wake of another task
+// pushes the woken selector out of the worker's LIFO slot, so an idle worker
+// can steal it and run it during the linger.
+struct LingersUntilTaken {
+  std::atomic<bool>* taken;
+  std::atomic<int>* taken_while_finishing;
+  shoal::Notify* poke;
+  LingersUntilTaken(std::atomic<bool>* t, std::atomic<int>* w, shoal::Notify* p) noexcept
+      : taken(t), taken_while_finishing(w), poke(p) {}
+  LingersUntilTaken(LingersUntilTaken&& o) noexcept
+      : taken(std::exchange(o.taken, nullptr)), taken_while_finishing(o.taken_while_finishing), poke(o.poke) {}
+  LingersUntilTaken(const LingersUntilTaken&) = delete;
+  ~LingersUntilTaken() {
+    if (taken == nullptr) return;
+    poke->notify_one();
+    const auto until = std::chrono::steady_clock::now() + 100ms;
+    while (!taken->load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    if (taken->load()) taken_while_finishing->fetch_add(1);
+  }
+};
+
+SHOAL_TEST(CompletionsTest, OnNextWaitsForAResultTheChildIsStillHandingOver) {
+  std::atomic<int> taken_while_finishing{0};
+  for (int round = 0; round < 3; ++round) {
+    std::atomic<bool> taken{false};
+    co_await shoal::scope([&](Scope& s) -> Task<void> {
+      shoal::Completions<int> done(s);
+      shoal::Notify go, poke;
+      s.spawn([&poke]() -> Task<void> { co_await poke.wait(); });
+      done.start([&go, linger = LingersUntilTaken(&taken, &taken_while_finishing, &poke)]() -> Task<int> {
+        co_await go.wait();
+        co_return 7;
+      });
+      shoal::Event never;
+      go.notify_one();
+      auto got = co_await shoal::select(shoal::on_next(done), shoal::on_event(never));
+      taken.store(true);
+      SHOAL_CO_ASSERT(got.index() == 0u);
+      EXPECT_EQ(std::get<0>(got), std::optional<int>(7));
+      EXPECT_EQ(done.pending(), 0u);
+    });
+  }
+  EXPECT_EQ(taken_while_finishing.load(), 0) << "a result was taken before the child handed it over";
 }
 
 SHOAL_TEST(CompletionsTest, ManyChildrenReuseTheirSlots) {

@@ -199,8 +199,13 @@ struct JoinHandleAccess {
   static JoinCell* cell(const JoinHandle<T>& h) noexcept {
     return h.cell_;
   }
+  /// `h`'s child finished its body (Completions queues it then), or its
+  /// join word says kDone (on_join). The result is published a few steps
+  /// after the body: the frame goes first, running destructors that
+  /// cannot suspend. Waits those out.
   template <class T>
   static T take_finished(JoinHandle<T>& h) {
+    for (SpinWait w; (h.cell_->join.load(std::memory_order_acquire) & JoinCell::kDone) == 0;) w.pause();
     const TaskRecord* f = current_record();
     if (is_cancelled_exception(h.cell_->error) && (f == nullptr || !f->cancelled())) {
       h.drop();
