@@ -43,6 +43,31 @@ inline std::uint64_t test_seed(const char* test_name) {
 
 inline constexpr std::chrono::seconds kWatchdog = ::shoal::testing::kTestWatchdog;
 
+/// The kqueue backend over libkqueue (the kqueue preset), where a test may
+/// meet one of libkqueue's Linux limits (docs/platforms.md lists them).
+inline bool on_libkqueue() {
+#if defined(SHOAL_WITH_LIBKQUEUE)
+  const char* b = std::getenv("SHOAL_IO_BACKEND");
+  return b != nullptr && std::string(b) == "kqueue";
+#else
+  return false;
+#endif
+}
+/// libkqueue fills an event's fflags with getsockopt(SO_ERROR), which clears
+/// the socket's pending error: a refused connect then looks connected and a
+/// reset reads as the end of the stream (native kqueue leaves it in place).
+inline constexpr const char* kLibkqueueTakesSoError =
+    "libkqueue limit: its kevent reads SO_ERROR into fflags, clearing the socket's pending error "
+    "(a refused connect looks connected, a reset reads as the end of stream); docs/platforms.md";
+
+/// GTEST_SKIP for a coroutine test body (which cannot `return`): records the
+/// skip with its reason, then ends the body.
+#define SHOAL_CO_SKIP(why)   \
+  do {                       \
+    [&] { GTEST_SKIP() << (why); }(); \
+    co_return;               \
+  } while (0)
+
 /// Makes `x` escape so the optimizer cannot elide it (clang elides coroutine
 /// frames that provably never leave a function).
 template <class T>

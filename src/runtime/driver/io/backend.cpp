@@ -10,6 +10,9 @@
 #if defined(SHOAL_HAVE_EPOLL)
 #include "src/runtime/driver/io/epoll/epoll_backend.hpp"
 #endif
+#if defined(SHOAL_HAVE_KQUEUE)
+#include "src/runtime/driver/io/kqueue/kqueue_backend.hpp"
+#endif
 
 namespace shoal::detail::io {
 
@@ -18,6 +21,8 @@ std::unique_ptr<Backend> make_backend() {
   if (name == nullptr || *name == '\0') {
 #if defined(SHOAL_HAVE_EPOLL)
     return std::make_unique<EpollBackend>();
+#elif defined(SHOAL_HAVE_KQUEUE)
+    return std::make_unique<KqueueBackend>();
 #else
     return std::make_unique<PollBackend>();
 #endif
@@ -25,11 +30,17 @@ std::unique_ptr<Backend> make_backend() {
 #if defined(SHOAL_HAVE_EPOLL)
   if (std::strcmp(name, "epoll") == 0) return std::make_unique<EpollBackend>();
 #endif
+#if defined(SHOAL_HAVE_KQUEUE)
+  if (std::strcmp(name, "kqueue") == 0) return std::make_unique<KqueueBackend>();
+#endif
   if (std::strcmp(name, "poll") == 0) return std::make_unique<PollBackend>();
   throw std::invalid_argument(std::string("SHOAL_IO_BACKEND=") + name +
                               " is not a backend built into shoal (expected one of:"
 #if defined(SHOAL_HAVE_EPOLL)
                               " epoll,"
+#endif
+#if defined(SHOAL_HAVE_KQUEUE)
+                              " kqueue,"
 #endif
                               " poll)");
 }

@@ -39,12 +39,14 @@ class Backend {
   /// Blocks until an event, a `wake`, or `timeout` (negative: forever).
   /// Returns the number of events written to `out`.
   virtual std::size_t wait(std::chrono::nanoseconds timeout, std::span<Event> out) = 0;
-  /// Makes a concurrent or the next `wait` return. Any thread; async-signal-safe.
+  /// Makes a concurrent or the next `wait` return. Any thread;
+  /// async-signal-safe except over libkqueue (its kevent takes locks).
   virtual void wake() noexcept = 0;
 };
 
-/// The backend named by `SHOAL_IO_BACKEND` (epoll, poll), else the platform
-/// default. Throws std::invalid_argument naming the variable for an unknown value.
+/// The backend named by `SHOAL_IO_BACKEND` (epoll, kqueue, poll: those
+/// built), else the platform default. Throws std::invalid_argument naming
+/// the variable for an unknown value.
 std::unique_ptr<Backend> make_backend();
 
 }  // namespace shoal::detail::io
