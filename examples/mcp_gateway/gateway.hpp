@@ -9,11 +9,13 @@
 
 #include <sys/random.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <unordered_map>
 #include <vector>
 
@@ -56,10 +58,9 @@ inline std::string rpc_error(std::string_view id, int code, std::string_view mes
 /// A fresh session id: 128 random bits in hex.
 inline std::string new_session_id() {
   unsigned char b[16];
-  std::size_t got = 0;
-  while (got < sizeof b) {
-    const ssize_t n = ::getrandom(b + got, sizeof b - got, 0);
-    if (n > 0) got += static_cast<std::size_t>(n);
+  // getentropy: Linux, macOS and the BSDs alike (at most 256 bytes a call).
+  if (::getentropy(b, sizeof b) != 0) {
+    throw std::system_error(errno, std::generic_category(), "mcp_gateway: getentropy (a session id)");
   }
   static constexpr char kHex[] = "0123456789abcdef";
   std::string id;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "src/net/peer.hpp"
+#include "src/platform/platform.hpp"
 
 namespace shoal::http {
 namespace {
@@ -33,15 +34,12 @@ std::string_view date_line() noexcept {
     int size = 0;
   };
   thread_local Cache cache;
-#ifdef CLOCK_REALTIME_COARSE
-  // The clock as of the last tick (a few ms old): whole seconds are all
-  // the header shows, and it costs a third of a precise read.
+  // The clock as of the last tick (a few ms old where the kernel has a
+  // coarse clock): whole seconds are all the header shows, and it costs a
+  // third of a precise read.
   timespec ts{};
-  (void)clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  (void)clock_gettime(shoal::detail::platform::kCoarseRealtime, &ts);
   const std::time_t now = ts.tv_sec;
-#else
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-#endif
   if (now != cache.second) {
     std::tm tm{};
     gmtime_r(&now, &tm);

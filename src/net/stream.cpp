@@ -18,9 +18,10 @@
 #include "shoal/time/sleep.hpp"
 #include "src/net/peer.hpp"
 #include "src/net/sys.hpp"
+#include "src/platform/platform.hpp"
 
 namespace shoal::detail::sys {
-Accept4 accept4 = ::accept4;
+Accept accept = platform::accept_connection;
 Poll poll = ::poll;
 }  // namespace shoal::detail::sys
 
@@ -175,7 +176,7 @@ bool StreamOp::attempt(IoOp& base) noexcept {
         const std::size_t want = op.size_ - op.done_;
         // A pipe behind a Stream takes write(2) (SIGPIPE is ignored: EPIPE instead).
         const ssize_t n = op.pipe_ ? ::write(fd, op.data_ + op.done_, want)
-                                   : ::send(fd, op.data_ + op.done_, want, MSG_NOSIGNAL);
+                                   : ::send(fd, op.data_ + op.done_, want, platform::kSendNoSigpipe);
         if (n >= 0) {
           op.done_ += static_cast<std::size_t>(n);
           const bool short_write = static_cast<std::size_t>(n) < want;
@@ -292,7 +293,7 @@ Address Stream::peer_address() const {
 // ---- Listener -----------------------------------------------------------
 
 Listener Listener::bind(const Address& address, ListenOptions options) {
-  const int fd = ::socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int fd = shoal::detail::platform::make_socket(address.family(), SOCK_STREAM);
   auto fail = [&](const char* what, int err) {
     if (fd >= 0) ::close(fd);
     throw std::system_error(err, std::generic_category(),
@@ -352,8 +353,8 @@ Task<Stream> Listener::accept_into(Address* peer) {
     for (;;) {
       sockaddr_storage ss;
       socklen_t len = sizeof ss;
-      const int fd = shoal::detail::sys::accept4(fd_, peer != nullptr ? reinterpret_cast<sockaddr*>(&ss) : nullptr,
-                                                 peer != nullptr ? &len : nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      const int fd = shoal::detail::sys::accept(fd_, peer != nullptr ? reinterpret_cast<sockaddr*>(&ss) : nullptr,
+                                                peer != nullptr ? &len : nullptr);
       if (fd >= 0) {
         if (peer != nullptr) *peer = Address::from_native(reinterpret_cast<sockaddr*>(&ss), len);
         return Stream(fd);
@@ -389,7 +390,7 @@ void Listener::warn_backing_off(int err) noexcept {
 
 Task<Stream> Stream::connect_now(Address address) {
   io_check_cancelled();
-  const int fd = ::socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int fd = shoal::detail::platform::make_socket(address.family(), SOCK_STREAM);
   if (fd < 0) {
     throw std::system_error(errno, std::generic_category(), "shoal::net::connect " + address.to_string() + ": socket");
   }

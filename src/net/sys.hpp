@@ -8,9 +8,11 @@
 
 namespace shoal::detail::sys {
 
-using Accept4 = int (*)(int fd, sockaddr* addr, socklen_t* len, int flags);
-/// What Listener::accept calls; ::accept4 unless a test replaced it.
-extern Accept4 accept4;
+/// Returns the connection close-on-exec and non-blocking (accept4 on Linux).
+using Accept = int (*)(int fd, sockaddr* addr, socklen_t* len);
+/// What Listener::accept calls; platform::accept_connection unless a test
+/// replaced it.
+extern Accept accept;
 
 using Poll = int (*)(pollfd* fds, nfds_t n, int timeout);
 /// What a stream's readiness check calls; ::poll unless a test replaced it.

@@ -11,6 +11,7 @@
 
 #include "src/runtime/driver/io/async_io.hpp"
 #include "shoal/runtime/spawn_blocking.hpp"
+#include "src/platform/platform.hpp"
 
 namespace shoal::net {
 namespace {
@@ -26,7 +27,7 @@ namespace io = detail::io;
 }  // namespace
 
 UdpSocket UdpSocket::bind(const Address& address) {
-  const int fd = ::socket(address.family(), SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int fd = shoal::detail::platform::make_socket(address.family(), SOCK_DGRAM);
   if (fd < 0) udp_error("bind " + address.to_string() + ": socket", errno);
   if (::bind(fd, address.native(), address.native_size()) != 0) {
     const int err = errno;
@@ -65,8 +66,9 @@ Task<std::size_t> UdpSocket::send_to(std::span<const std::byte> data, Address to
   return detail::async_io(source(), io::writable,
                           [fd = fd_, data, to = std::move(to)](detail::IoAttempt&) -> std::optional<std::size_t> {
                             for (;;) {
-                              const ssize_t n =
-                                  ::sendto(fd, data.data(), data.size(), MSG_NOSIGNAL, to.native(), to.native_size());
+                              const ssize_t n = ::sendto(fd, data.data(), data.size(),
+                                                         shoal::detail::platform::kSendNoSigpipe, to.native(),
+                                                         to.native_size());
                               if (n >= 0) return static_cast<std::size_t>(n);
                               if (errno == EINTR) continue;
                               if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;

@@ -1,13 +1,15 @@
 // Child processes: posix_spawnp with piped stdio (vfork and exec when the
 // child must die with its parent: posix_spawn cannot set that), an async
-// wait on a pidfd.
+// wait on a pidfd, or on kqueue's EVFILT_PROC where there is none.
 #include "shoal/process/process.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#if defined(__linux__)
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 
 #include "src/runtime/driver/io/async_io.hpp"
 #include "shoal/time/sleep.hpp"
+#include "src/platform/platform.hpp"
 
 extern char** environ;
 
@@ -80,10 +83,11 @@ std::string ExitStatus::to_string() const {
 // its errno through a close-on-exec pipe, whose end (exec closed it) also
 // says the prctl is done: that holds where vfork is a fork too (under
 // ThreadSanitizer), where the spawning thread could otherwise end first.
+#if defined(__linux__)
 pid_t spawn_dying_with_parent(const char* file, char* const* args, char* const* envs, const int (&dup_from)[3],
                               const bool (&null_in)[3], const char* cwd, bool group) {
   int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) return -errno;
+  if (detail::platform::make_pipe(report, false) != 0) return -errno;
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -135,6 +139,7 @@ pid_t spawn_dying_with_parent(const char* file, char* const* args, char* const* 
   }
   return pid;
 }
+#endif  // __linux__: PR_SET_PDEATHSIG
 
 Child spawn(const std::vector<std::string>& argv, const Options& options) {
   if (argv.empty() || argv[0].empty()) throw std::invalid_argument("shoal::process::spawn: argv is empty");
@@ -146,7 +151,7 @@ Child spawn(const std::vector<std::string>& argv, const Options& options) {
   for (int i = 0; i < 3; ++i) {
     if (kinds[i] != Stdio::pipe) continue;
     int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0) fail(prog + ": pipe2", errno);
+    if (detail::platform::make_pipe(p, false) != 0) fail(prog + ": pipe", errno);
     const bool child_reads = i == 0;
     ends[i][0].fd = child_reads ? p[0] : p[1];
     ends[i][1].fd = child_reads ? p[1] : p[0];
@@ -200,9 +205,16 @@ Child spawn(const std::vector<std::string>& argv, const Options& options) {
       dup_from[i] = kinds[i] == Stdio::pipe ? ends[i][0].fd : -1;
       null_in[i] = kinds[i] == Stdio::null;
     }
+#if defined(__linux__)
     pid = spawn_dying_with_parent(argv[0].c_str(), args.data(), env_ptr, dup_from, null_in,
                                   options.cwd.empty() ? nullptr : options.cwd.c_str(), options.process_group);
     if (pid < 0) fail(prog, -pid);
+#else
+    (void)dup_from;
+    (void)null_in;
+    throw std::system_error(ENOTSUP, std::generic_category(),
+                            "shoal::process::spawn " + prog + ": die_with_parent needs Linux's PR_SET_PDEATHSIG");
+#endif
   } else {
     const int rc = ::posix_spawnp(&pid, argv[0].c_str(), &fa, &attr, args.data(), env_ptr);
     if (rc != 0) fail(prog, rc);
@@ -211,8 +223,10 @@ Child spawn(const std::vector<std::string>& argv, const Options& options) {
   Child c;
   c.pid_ = pid;
   c.group_ = options.process_group ? pid : 0;
+#if defined(SHOAL_LINUX_CALLS) && defined(SYS_pidfd_open)
   c.pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));  // -1 (ENOSYS) on old kernels: wait polls
   if (c.pidfd_ >= 0) ::fcntl(c.pidfd_, F_SETFD, FD_CLOEXEC);
+#endif  // elsewhere wait() watches the pid through the backend (kqueue), or polls
   if (kinds[0] == Stdio::pipe) c.in_.emplace(ends[0][1].release());
   if (kinds[1] == Stdio::pipe) c.out_.emplace(ends[1][1].release());
   if (kinds[2] == Stdio::pipe) c.err_.emplace(ends[2][1].release());
@@ -294,9 +308,13 @@ Task<ExitStatus> Child::wait() {
   if (status_) co_return *status_;
   if (pid_ <= 0) throw std::logic_error("shoal::process::Child::wait: no child (moved from)");
   reap_orphans();
-  struct Watch {  // the pidfd's registration, for this wait
+  struct Watch {  // the pidfd's registration, or the pid's (kqueue), for this wait
     detail::IoSlot src;
-    ~Watch() { src.release(); }
+    detail::IoSource* proc = nullptr;
+    ~Watch() {
+      src.release();
+      if (proc != nullptr) detail::io_deregister(proc);
+    }
   } watch;
   // Reaps the child if it has exited. EINTR is retried.
   auto reap = [this]() -> std::optional<ExitStatus> {
@@ -317,8 +335,14 @@ Task<ExitStatus> Child::wait() {
     co_return co_await detail::async_io(src, detail::io::readable,
                                         [&reap](detail::IoAttempt&) { return reap(); });
   }
+  // No pidfd: the backend's process event (kqueue's EVFILT_PROC), registered
+  // before the first attempt so an exit in between is still an event.
+  if ((watch.proc = detail::io_register_process(pid_)) != nullptr) {
+    co_return co_await detail::async_io(watch.proc, detail::io::readable,
+                                        [&reap](detail::IoAttempt&) { return reap(); });
+  }
   auto backoff = std::chrono::milliseconds(1);
-  for (;;) {  // no pidfd: poll, backing off
+  for (;;) {  // neither: poll, backing off
     detail::io_check_cancelled();
     if (auto st = reap()) co_return *st;
     co_await sleep_for(backoff);

@@ -9,7 +9,6 @@
 #include "src/runtime/blocking_pool.hpp"
 
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,7 +18,11 @@
 
 #include "shoal/detail/thread_wake.hpp"
 #include "src/runtime/frame_slabs.hpp"
+#include "src/platform/platform.hpp"
 #include "src/runtime/scheduler.hpp"
+#if defined(SHOAL_LINUX_CALLS)
+#include <sys/eventfd.h>
+#endif
 
 namespace shoal::detail {
 namespace {
@@ -29,20 +32,31 @@ thread_local BlockingJob* tls_job = nullptr;
 BlockingJob* current_blocking_job() noexcept { return tls_job; }
 
 BlockingJob::~BlockingJob() {
+  if (wake_write_ >= 0 && wake_write_ != wake_fd_) ::close(wake_write_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 int BlockingJob::wake_fd() noexcept {
   shim::lock_guard<shim::mutex> g(wake_mu_);
-  if (wake_fd_ < 0) wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) {
+#if defined(SHOAL_LINUX_CALLS)
+    wake_fd_ = wake_write_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+#else
+    int fds[2];
+    if (platform::make_pipe(fds, true) == 0) {
+      wake_fd_ = fds[0];
+      wake_write_ = fds[1];
+    }
+#endif
+  }
   return wake_fd_;
 }
 
 void BlockingJob::signal_cancel() noexcept {
   shim::lock_guard<shim::mutex> g(wake_mu_);
-  if (wake_fd_ >= 0) {
-    std::uint64_t one = 1;
-    [[maybe_unused]] auto r = ::write(wake_fd_, &one, sizeof one);
+  if (wake_write_ >= 0) {
+    std::uint64_t one = 1;  // an eventfd takes 8 bytes; a pipe takes any
+    [[maybe_unused]] auto r = ::write(wake_write_, &one, sizeof one);
   }
 }
 
@@ -198,7 +212,7 @@ WaitResult wait_readable(int fd, std::chrono::milliseconds timeout) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       ms = static_cast<int>(std::max<long long>(0, left.count()));
     }
-    // Without a wake fd (eventfd failed) poll in slices so a cancel is still seen.
+    // Without a wake fd (it could not be made) poll in slices so a cancel is still seen.
     if (job != nullptr && n == 1 && (ms < 0 || ms > 50)) ms = 50;
     int r = ::poll(fds, n, ms);
     if (r < 0) {

@@ -259,8 +259,8 @@ void stop_listening_for_dump_signal(Scheduler* s) noexcept { DumpSignalList::rem
 
 void Scheduler::dump_asked() noexcept {
   dump_asked_.store(true, std::memory_order_release);
-#if !defined(SHOAL_TSAN)
-  wake_block_on_threads();  // a futex wake (under TSan they look every kDumpLook instead)
+#if !defined(SHOAL_ROOT_SLEEPS_ON_CONDVAR)
+  wake_block_on_threads();  // a futex wake (under TSan, or with no futex, they look every kDumpLook instead)
 #endif
 }
 

@@ -21,6 +21,7 @@
 #include "shoal/runtime/run.hpp"
 #include "src/runtime/blocking_pool.hpp"
 #include "src/runtime/driver/driver.hpp"
+#include "src/runtime/futex.hpp"
 #include "src/runtime/worker.hpp"
 
 namespace shoal::detail {
@@ -145,7 +146,7 @@ class Scheduler {
   // the runtimes that chose a dump signal, listed for the handler.
   std::atomic<bool> dump_asked_{false};
   std::atomic<Scheduler*> dump_next_{nullptr};
-#if defined(SHOAL_TSAN)
+#if defined(SHOAL_ROOT_SLEEPS_ON_CONDVAR)
   std::mutex root_mu_;  // see root_sleep
   std::condition_variable root_cv_;
 #endif

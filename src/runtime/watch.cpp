@@ -48,7 +48,7 @@
 namespace shoal::detail {
 namespace {
 constexpr std::chrono::nanoseconds kWatchTick = std::chrono::milliseconds(10);
-#if defined(SHOAL_TSAN)
+#if defined(SHOAL_ROOT_SLEEPS_ON_CONDVAR)
 constexpr std::chrono::nanoseconds kDumpLook = std::chrono::milliseconds(100);
 #endif
 }  // namespace
@@ -63,10 +63,11 @@ struct Scheduler::WatchState {
 // block_on, for a process-directed signal: there it sleeps on a condition
 // variable instead of a raw futex, or a signal wait could never see its
 // signal. A signal handler cannot notify a condition variable, so there a
-// runtime with a dump signal never sleeps longer than kDumpLook.
+// runtime with a dump signal never sleeps longer than kDumpLook. The same
+// where there is no futex (src/runtime/futex.hpp).
 void Scheduler::wake_block_on_threads() noexcept {
   futex_wakes_.fetch_add(1, std::memory_order_relaxed);
-#if defined(SHOAL_TSAN)
+#if defined(SHOAL_ROOT_SLEEPS_ON_CONDVAR)
   {
     std::lock_guard<std::mutex> g(root_mu_);
     root_word_.fetch_add(1, std::memory_order_release);
@@ -79,7 +80,7 @@ void Scheduler::wake_block_on_threads() noexcept {
 }
 
 void Scheduler::root_sleep(std::uint32_t gen, const std::chrono::nanoseconds* timeout) noexcept {
-#if defined(SHOAL_TSAN)
+#if defined(SHOAL_ROOT_SLEEPS_ON_CONDVAR)
   std::unique_lock<std::mutex> g(root_mu_);
   if (root_word_.load(std::memory_order_acquire) != gen) return;
   if (timeout == nullptr && options_.dump_signal != 0) timeout = &kDumpLook;

@@ -38,6 +38,7 @@
 #include "src/runtime/injector.hpp"
 #include "src/runtime/wait_inspect.hpp"
 #include "src/scope/word_wait.hpp"
+#include "src/platform/platform.hpp"
 
 namespace shoal::detail {
 namespace {
@@ -122,7 +123,7 @@ void track_waits(bool on) noexcept { g_track_waits.fetch_add(on ? 1 : -1, std::m
 
 std::uint32_t wait_clock_ms() noexcept {
   timespec ts;  // the coarse clock: a few ns, a tick's resolution (1-4 ms)
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  clock_gettime(platform::kCoarseMonotonic, &ts);
   return static_cast<std::uint32_t>(static_cast<std::uint64_t>(ts.tv_sec) * 1000 +
                                     static_cast<std::uint64_t>(ts.tv_nsec) / 1'000'000);
 }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "src/runtime/driver/io/async_io.hpp"
+#include "src/platform/platform.hpp"
 
 namespace shoal::signal {
 namespace {
@@ -57,8 +58,8 @@ void install(const std::vector<int>& signals) {
   }
   std::lock_guard<std::mutex> g(g_install_mu);
   if (g_pipe[0] < 0) {
-    if (::pipe2(g_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
-      throw std::system_error(errno, std::generic_category(), "shoal::signal::wait: pipe2");
+    if (shoal::detail::platform::make_pipe(g_pipe, true) != 0) {
+      throw std::system_error(errno, std::generic_category(), "shoal::signal::wait: pipe");
     }
   }
   for (int s : signals) {

@@ -11,6 +11,7 @@
 #include "shoal/sync/detail/sync_ops.hpp"
 #include "shoal/detail/thread_wake.hpp"
 #include "shoal/detail/wait_queue.hpp"
+#include "src/platform/platform.hpp"
 
 namespace shoal::detail {
 
@@ -33,7 +34,7 @@ PermitCore::~PermitCore() {
 
 std::int64_t PermitCore::coarse_now() noexcept {
   timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  ::clock_gettime(platform::kCoarseMonotonic, &ts);
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 

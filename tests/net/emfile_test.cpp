@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -22,6 +23,7 @@
 #include "src/net/sys.hpp"
 #include "support/process_stats.hpp"
 #include "support/test_support.hpp"
+#include "src/platform/platform.hpp"
 
 namespace {
 
@@ -32,9 +34,9 @@ using shoal::net::Address;
 using shoal::net::Stream;
 
 std::atomic<long> g_accept_calls{0};
-int counting_accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
+int counting_accept(int fd, sockaddr* addr, socklen_t* len) {
   g_accept_calls.fetch_add(1, std::memory_order_relaxed);
-  return ::accept4(fd, addr, len, flags);
+  return shoal::detail::platform::accept_connection(fd, addr, len);
 }
 
 /// The next line without its newline; nullopt at end of stream.
@@ -65,7 +67,7 @@ Task<std::string> line_starting(Stream& c, std::string_view prefix) {
 /// Runs only as the child the parent test starts (SHOAL_EMFILE_CHILD=1).
 TEST(EmfileChild, Serve) {
   if (std::getenv("SHOAL_EMFILE_CHILD") == nullptr) GTEST_SKIP() << "runs as EmfileTest's child process";
-  shoal::detail::sys::accept4 = counting_accept4;
+  shoal::detail::sys::accept = counting_accept;
   // One worker, so the checkpoint below runs the signal waiter up to its
   // wait (where it holds its pipe and dup) before the limit is lowered. On
   // two, the other worker could steal it and be preempted past the lowering;
@@ -137,6 +139,12 @@ class Failures {
 #endif
 #endif
 
+std::string self_exe() {
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : std::string("/proc/self/exe");
+}
+
 TEST(EmfileTest, AcceptBacksOffWhenOutOfDescriptorsAndServiceResumes) {
 #if defined(SHOAL_UBSAN_VPTR)
   // UBSan's vptr check probes memory with a pipe(2) on each first sight of
@@ -152,7 +160,12 @@ TEST(EmfileTest, AcceptBacksOffWhenOutOfDescriptorsAndServiceResumes) {
     po.err = shoal::process::Stdio::pipe;
     po.env = std::vector<std::string>{"SHOAL_EMFILE_CHILD=1"};
     if (const char* b = std::getenv("SHOAL_IO_BACKEND")) po.env->push_back(std::string("SHOAL_IO_BACKEND=") + b);
-    auto child = shoal::process::spawn({"/proc/self/exe", "--gtest_filter=EmfileChild.Serve"}, po);
+    // Under emulation the emulator starts the binary (found through
+    // /proc/self/exe, which the emulator resolves to it).
+    std::vector<std::string> argv = shoal::test::test_emulator();
+    argv.push_back(argv.empty() ? "/proc/self/exe" : self_exe());
+    argv.push_back("--gtest_filter=EmfileChild.Serve");
+    auto child = shoal::process::spawn(argv, po);
     std::string out, err;  // err: the reader task's alone until the scope joins it
     std::atomic<bool> backing_off{false};
     Failures failed;  // connections that ended without "ok"

@@ -184,6 +184,9 @@ TEST(ReactorDeathTest, ADriverWhoseBackendCannotWaitFailsClosedNamingTheError) {
   if (backend != nullptr && std::string(backend) == "kqueue") {
     GTEST_SKIP() << "breaks the epoll descriptor (over libkqueue, epoll descriptors are libkqueue's own)";
   }
+  if (shoal::test::under_emulation()) {
+    GTEST_SKIP() << "a threadsafe death test re-executes the binary, which needs binfmt_misc under emulation";
+  }
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "shoal/shoal.hpp"
 #include "shoal/testing/gtest.hpp"  // SHOAL_TEST, SHOAL_TEST_SUITE, SHOAL_SIMULATED_TEST, SHOAL_CO_ASSERT
@@ -42,6 +44,28 @@ inline std::uint64_t test_seed(const char* test_name) {
 }
 
 inline constexpr std::chrono::seconds kWatchdog = ::shoal::testing::kTestWatchdog;
+
+/// The emulator the tests run under, as words to put before a program
+/// (SHOAL_TEST_EMULATOR, set by the aarch64 test preset: qemu-aarch64 and
+/// its sysroot), or empty on the machine's own architecture. Without
+/// binfmt_misc an aarch64 binary cannot be started without it.
+inline std::vector<std::string> test_emulator() {
+  std::vector<std::string> words;
+  if (const char* e = std::getenv("SHOAL_TEST_EMULATOR")) {
+    std::string w;
+    for (const char* c = e;; ++c) {
+      if (*c == ' ' || *c == '\0') {
+        if (!w.empty()) words.push_back(std::move(w));
+        w.clear();
+        if (*c == '\0') break;
+      } else {
+        w += *c;
+      }
+    }
+  }
+  return words;
+}
+inline bool under_emulation() { return !test_emulator().empty(); }
 
 /// The kqueue backend over libkqueue (the kqueue preset), where a test may
 /// meet one of libkqueue's Linux limits (docs/platforms.md lists them).

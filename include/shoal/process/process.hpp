@@ -40,6 +40,7 @@ struct Options {
   /// thread that spawned it: a child spawned from a shoal task dies when
   /// the runtime's worker that ran the spawn exits (the runtime's end), or
   /// with the process. (It reaches the child only, not what it starts.)
+  /// Linux only: elsewhere spawn throws std::system_error (ENOTSUP).
   bool die_with_parent = false;
 };
 

@@ -33,7 +33,8 @@ class BlockingJob : public Waiter {
   virtual void run() noexcept = 0;
   /// The awaiting task was cancelled while this runs: wake a wait_readable.
   void signal_cancel() noexcept;
-  /// Creates the wake eventfd on first use; -1 if that failed.
+  /// Creates the wake fd on first use (an eventfd on Linux, elsewhere a
+  /// pipe's read end); -1 if that failed.
   int wake_fd() noexcept;
   bool cancelled() const noexcept { return waiter != nullptr && waiter->cancelled(); }
   /// Binds the job to `s`'s pool (its lock) before it is published.
@@ -49,6 +50,7 @@ class BlockingJob : public Waiter {
  private:
   shim::mutex wake_mu_;
   int wake_fd_ = -1;
+  int wake_write_ = -1;  // what signal_cancel writes to: wake_fd_ itself for an eventfd
 };
 
 /// Queues `job` unless the waiter is already cancelled. False: not queued.

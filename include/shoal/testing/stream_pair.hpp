@@ -2,6 +2,7 @@
 // a listener: what one writes, the other reads.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -24,9 +25,19 @@ struct StreamPair {
 ///   descriptors, EMFILE).
 inline StreamPair stream_pair() {
   int fds[2];
+#if defined(SOCK_NONBLOCK) && defined(SOCK_CLOEXEC)
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) != 0) {
     throw std::system_error(errno, std::generic_category(), "shoal::testing::stream_pair: socketpair");
   }
+#else  // macOS: the flags afterwards
+  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) {
+    throw std::system_error(errno, std::generic_category(), "shoal::testing::stream_pair: socketpair");
+  }
+  for (int fd : fds) {
+    (void)::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    (void)::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+#endif
   return StreamPair{net::Stream(fds[0]), net::Stream(fds[1])};
 }
 

@@ -97,7 +97,11 @@ bool Driver::poll_io_now() noexcept {
 // ---- the reactor's half -------------------------------------------------
 
 void Driver::io_add(IoSource* s) {
-  backend_->add(s->fd, io::readable | io::writable, s);
+  if (s->process) {
+    backend_->add_process(s->fd, s);
+  } else {
+    backend_->add(s->fd, io::readable | io::writable, s);
+  }
   io_core_->live.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -111,7 +115,11 @@ void Driver::io_rearm(int fd, std::uint32_t interest, const IoSource* token) noe
 }
 
 void Driver::io_release(IoSource* s) noexcept {
-  backend_->remove(s->fd);
+  if (s->process) {
+    backend_->remove_process(s->fd);
+  } else {
+    backend_->remove(s->fd);
+  }
   (void)io_released_.push(s);
   io_core_->live.fetch_sub(1, std::memory_order_relaxed);
 }

@@ -70,6 +70,7 @@ class Driver {
   /// with `token` (which is only compared, never followed).
   void io_rearm(int fd, std::uint32_t interest, const IoSource* token) noexcept;
   const char* backend_name() const noexcept { return backend_->name(); }
+  bool watches_processes() const noexcept { return backend_->watches_processes(); }
 
   // Timers.
   TimerInsert add_timer(TimerEntry* e, const TaskRecord* unless) noexcept;

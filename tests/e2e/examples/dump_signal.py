@@ -26,6 +26,8 @@ def first_line(proc, timeout):
 
 def check(name, argv, hello):
     with tempfile.TemporaryFile() as err:
+        # SHOAL_TEST_EMULATOR: the emulator that starts a cross-built binary.
+        argv = os.environ.get("SHOAL_TEST_EMULATOR", "").split() + argv
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
         try:
             line = first_line(proc, 10)

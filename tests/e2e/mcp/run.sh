@@ -14,7 +14,8 @@ cp "$here/mcp_e2e.mjs" "$work/"
 cd "$work"
 
 rm -f proxy.out  # not a stale line from an earlier run in this directory
-"$proxy_bin" --linger 500 --grace 500 127.0.0.1:0 npx --no-install mcp-server-everything stdio >proxy.out 2>proxy.err &
+# SHOAL_TEST_EMULATOR: the emulator's words, unquoted (the aarch64 preset).
+${SHOAL_TEST_EMULATOR:-} "$proxy_bin" --linger 500 --grace 500 127.0.0.1:0 npx --no-install mcp-server-everything stdio >proxy.out 2>proxy.err &
 proxy=$!
 cleanup() { kill -KILL "$proxy" 2>/dev/null || true; }
 trap cleanup EXIT

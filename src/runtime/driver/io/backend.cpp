@@ -6,7 +6,7 @@
 
 #include "src/runtime/driver/io/backend.hpp"
 #include "src/runtime/driver/io/poll/poll_backend.hpp"
-#include "src/runtime/driver/io/platform.hpp"
+#include "src/platform/platform.hpp"
 #if defined(SHOAL_HAVE_EPOLL)
 #include "src/runtime/driver/io/epoll/epoll_backend.hpp"
 #endif

@@ -36,6 +36,14 @@ class Backend {
   /// triggered epoll needs nothing.
   virtual bool needs_rearm() const noexcept { return false; }
   virtual void rearm(int /*fd*/, std::uint32_t /*interest*/, void* /*token*/) {}
+  /// True for a backend that reports a child's exit by its pid (kqueue's
+  /// EVFILT_PROC), for where there is no pidfd to watch as an fd.
+  virtual bool watches_processes() const noexcept { return false; }
+  /// Reports `pid`'s exit as `readable | read_closed` for `token`, once. A
+  /// child that is gone already (ESRCH) registers nothing: the caller's
+  /// first attempt reaps it. Throws std::system_error otherwise.
+  virtual void add_process(int /*pid*/, void* /*token*/) {}
+  virtual void remove_process(int /*pid*/) noexcept {}
   /// Blocks until an event, a `wake`, or `timeout` (negative: forever).
   /// Returns the number of events written to `out`.
   virtual std::size_t wait(std::chrono::nanoseconds timeout, std::span<Event> out) = 0;

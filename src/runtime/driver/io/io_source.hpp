@@ -38,7 +38,8 @@ struct IoSource {
   // Readiness: io::Interest and closed bits (src/runtime/driver/io/backend.hpp).
   static constexpr std::uint32_t kTick = 1u << 8;  // bumped by every readiness event
 
-  int fd = -1;
+  int fd = -1;  // a pid for a process source
+  bool process = false;  // a child's exit (io_register_process), not an fd
   IoCore* core = nullptr;
   // Readiness bits | event tick. A clear after EAGAIN only succeeds if no
   // event arrived since the caller read the state, so an edge is never lost.
@@ -72,6 +73,10 @@ void io_dispatch(const io::Event* events, std::size_t n, TaskBatch& batch) noexc
 /// connect in progress must). Throws std::logic_error outside a task,
 /// std::system_error if the backend refuses.
 IoSource* io_register(int fd, std::uint32_t ready);
+/// A source that turns readable (and closed) when the child `pid` exits,
+/// where the backend watches processes (kqueue); null where it does not
+/// (the caller polls). Deregistered as any source. Throws as io_register.
+IoSource* io_register_process(int pid);
 /// Deregisters `s` (the fd stays open). Aborts if a task still waits on it:
 /// closing a stream another task is using is a bug (cancel that task).
 /// The memory is reclaimed by the reactor once no event can refer to it.

@@ -51,12 +51,15 @@
 
 namespace shoal::detail {
 
-IoSource* io_register(int fd, std::uint32_t ready) {
+namespace {
+IoSource* register_source(int fd, std::uint32_t ready, bool process) {
   TaskRecord* f = current_record();
   if (f == nullptr) throw std::logic_error("shoal: I/O on a socket or pipe must be awaited from a shoal task");
+  if (process && !f->sched->driver().watches_processes()) return nullptr;
   void* mem = frame_allocate(sizeof(IoSource));
   auto* s = ::new (mem) IoSource();
   s->fd = fd;
+  s->process = process;
   s->core = f->sched->driver().io_core();
   s->state.store(ready, std::memory_order_relaxed);
   try {
@@ -68,6 +71,11 @@ IoSource* io_register(int fd, std::uint32_t ready) {
   }
   return s;
 }
+}  // namespace
+
+IoSource* io_register(int fd, std::uint32_t ready) { return register_source(fd, ready, false); }
+
+IoSource* io_register_process(int pid) { return register_source(pid, io::readable, true); }
 
 void io_deregister(IoSource* s) noexcept {
   s->lock.lock();

@@ -30,6 +30,7 @@ class Driver {
   void io_add(IoSource*) { std::abort(); }
   void io_release(IoSource*) noexcept { std::abort(); }
   void io_rearm(int, std::uint32_t, const IoSource*) noexcept {}
+  bool watches_processes() const noexcept { return false; }
 };
 
 class Scheduler {

@@ -94,6 +94,20 @@ void KqueueBackend::remove(int fd) noexcept {
   }
 }
 
+void KqueueBackend::add_process(int pid, void* token) {
+  // One-shot by nature: the knote goes with the process. Over libkqueue
+  // only a direct child can be watched, which a spawned Child is.
+  struct kevent ch = change(static_cast<std::uintptr_t>(pid), EVFILT_PROC, EV_ADD | EV_ONESHOT, NOTE_EXIT, token);
+  if (::kevent(kq_, &ch, 1, nullptr, 0, nullptr) != 0 && errno != ESRCH) {
+    fail("shoal: kevent(EVFILT_PROC, EV_ADD)", errno);  // ESRCH: exited already, the first reap finds it
+  }
+}
+
+void KqueueBackend::remove_process(int pid) noexcept {
+  struct kevent ch = change(static_cast<std::uintptr_t>(pid), EVFILT_PROC, EV_DELETE, 0, nullptr);
+  (void)::kevent(kq_, &ch, 1, nullptr, 0, nullptr);  // ENOENT: it fired (one-shot) or never went in
+}
+
 std::size_t KqueueBackend::wait(std::chrono::nanoseconds timeout, std::span<Event> out) {
   struct kevent evs[64];
   timespec ts{};
@@ -125,6 +139,8 @@ std::size_t KqueueBackend::wait(std::chrono::nanoseconds timeout, std::span<Even
     } else if (k.filter == EVFILT_WRITE) {
       ready = writable;
       if ((k.flags & EV_EOF) != 0) ready |= write_closed;
+    } else if (k.filter == EVFILT_PROC) {
+      ready = readable | read_closed;  // the child exited: final
     } else {
       continue;
     }

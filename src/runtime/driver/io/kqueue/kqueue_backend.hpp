@@ -21,6 +21,9 @@ class KqueueBackend final : public Backend {
   /// one-shot then (kqueue_backend.cpp says why).
   bool needs_rearm() const noexcept override { return true; }
   void rearm(int fd, std::uint32_t interest, void* token) override;
+  bool watches_processes() const noexcept override { return true; }
+  void add_process(int pid, void* token) override;
+  void remove_process(int pid) noexcept override;
 
  private:
   int kq_ = -1;

@@ -2,6 +2,7 @@
 // A readiness is reported once and the interest is cleared until `rearm`
 // arms it again, which is what edge-triggered callers expect.
 #include "src/runtime/driver/io/poll/poll_backend.hpp"
+#include "src/platform/platform.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,8 +14,8 @@ namespace shoal::detail::io {
 
 PollBackend::PollBackend() {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-    throw std::system_error(errno, std::generic_category(), "shoal: pipe2 (poll backend wake)");
+  if (platform::make_pipe(fds, true) != 0) {
+    throw std::system_error(errno, std::generic_category(), "shoal: pipe (poll backend wake)");
   }
   wake_read_ = fds[0];
   wake_write_ = fds[1];
@@ -87,9 +88,9 @@ std::size_t PollBackend::wait(std::chrono::nanoseconds timeout, std::span<Event>
     auto it = regs_.find(pfds[i].fd);
     if (it == regs_.end()) continue;  // removed (maybe reused) while we polled
     std::uint32_t ready = 0;
-    if ((pfds[i].revents & (POLLIN | POLLHUP | POLLRDHUP)) != 0) ready |= readable;
+    if ((pfds[i].revents & (POLLIN | POLLHUP | platform::kPollReadHangup)) != 0) ready |= readable;
     if ((pfds[i].revents & POLLOUT) != 0) ready |= writable;
-    if ((pfds[i].revents & POLLRDHUP) != 0) ready |= read_closed;
+    if ((pfds[i].revents & platform::kPollReadHangup) != 0) ready |= read_closed;
     if ((pfds[i].revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) ready |= readable | writable | read_closed | write_closed;
     it->second.interest &= ~ready;  // one report per arming
     out[count++] = Event{it->second.token, ready};
