@@ -83,20 +83,6 @@ inline int make_socket(int family, int type) noexcept {
 #endif
 }
 
-/// A connected pair of sockets, as make_socket makes them. 0, or -1 and errno.
-inline int make_socket_pair(int family, int type, int (&fds)[2]) noexcept {
-#if defined(SHOAL_LINUX_CALLS)
-  return ::socketpair(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds);
-#else
-  if (::socketpair(family, type, 0, fds) != 0) return -1;
-  if (set_fd_flags(fds[0], true) != 0 || set_fd_flags(fds[1], true) != 0) {
-    close_failed(fds[1]);
-    return close_failed(fds[0]);
-  }
-  return 0;
-#endif
-}
-
 /// accept(2) of the next connection, close-on-exec and non-blocking (a
 /// socket accepted on macOS inherits the listener's SO_NOSIGPIPE). The fd,
 /// or -1 and errno (EAGAIN: none pending).
