@@ -18,10 +18,14 @@
 #define SHOAL_LINUX_CALLS 1
 #endif
 
-// I/O backends: epoll on Linux; kqueue natively, or over libkqueue on Linux
+// I/O backends: epoll (and io_uring) on Linux; kqueue natively, or over libkqueue on Linux
 // (the build defines SHOAL_WITH_LIBKQUEUE); poll(2) everywhere.
 #if defined(__linux__)
 #define SHOAL_HAVE_EPOLL 1
+#endif
+// io_uring (SHOAL_IO_BACKEND=uring): probed at run time, epoll where refused.
+#if defined(__linux__) && __has_include(<linux/io_uring.h>)
+#define SHOAL_HAVE_URING 1
 #endif
 #if defined(__APPLE__) || defined(__FreeBSD__) || defined(__OpenBSD__) || defined(__NetBSD__) || \
     defined(__DragonFly__) || defined(SHOAL_WITH_LIBKQUEUE)

@@ -15,6 +15,10 @@
 
 #include "shoal/shoal.hpp"
 #include "shoal/testing/gtest.hpp"  // SHOAL_TEST, SHOAL_TEST_SUITE, SHOAL_SIMULATED_TEST, SHOAL_CO_ASSERT
+#include "src/platform/platform.hpp"
+#if defined(SHOAL_HAVE_URING)
+#include "src/runtime/driver/io/uring/uring_backend.hpp"
+#endif
 #include "support/watchdog.hpp"
 
 namespace shoal::test {
@@ -77,6 +81,24 @@ inline bool on_libkqueue() {
   return false;
 #endif
 }
+/// True where the kernel gives io_uring to the uring backend (else a runtime
+/// asked for SHOAL_IO_BACKEND=uring runs on epoll).
+inline bool io_uring_works() {
+#if defined(SHOAL_HAVE_URING)
+  static const bool works = [] {
+    try {
+      shoal::detail::io::UringBackend probe;
+      return true;
+    } catch (const shoal::detail::io::RingUnavailable&) {
+      return false;
+    }
+  }();
+  return works;
+#else
+  return false;
+#endif
+}
+
 /// libkqueue fills an event's fflags with getsockopt(SO_ERROR), which clears
 /// the socket's pending error: a refused connect then looks connected and a
 /// reset reads as the end of the stream (native kqueue leaves it in place).

@@ -52,9 +52,10 @@ class Backend {
   virtual void wake() noexcept = 0;
 };
 
-/// The backend named by `SHOAL_IO_BACKEND` (epoll, kqueue, poll: those
-/// built), else the platform default. Throws std::invalid_argument naming
-/// the variable for an unknown value.
+/// The backend named by `SHOAL_IO_BACKEND` (epoll, kqueue, uring, poll:
+/// those built), else the platform default. `uring` falls back to epoll,
+/// with one line on stderr naming why, where the kernel refuses io_uring.
+/// Throws std::invalid_argument naming the variable for an unknown value.
 std::unique_ptr<Backend> make_backend();
 
 }  // namespace shoal::detail::io
