@@ -1,10 +1,10 @@
 // io_uring backend: each registered fd has one multishot poll request
-// (edge-triggered: io_uring's poll is, unless IORING_POLL_ADD_LEVEL), and
-// the wake eventfd another. Any thread may add or remove (the submission
-// queue is under mu_, and each change is submitted at once, so a remove has
-// taken effect in the kernel before the caller closes the fd: a poll request
-// holds a reference to the file, and a socket under one would not close).
-// Only the driver holder waits and reaps.
+// (edge-triggered: io_uring's poll is, unless IORING_POLL_ADD_LEVEL); wakes
+// are a read of an eventfd, re-armed as it completes. Any thread may add or
+// remove (the submission queue is under mu_, and each change is submitted
+// at once, so a remove has taken effect in the kernel before the caller
+// closes the fd: a poll request holds a reference to the file, and a socket
+// under one would not close). Only the driver holder waits and reaps.
 #include "src/platform/platform.hpp"
 #if defined(SHOAL_HAVE_URING)
 #include "src/runtime/driver/io/uring/uring_backend.hpp"

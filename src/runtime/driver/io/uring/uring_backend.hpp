@@ -1,5 +1,6 @@
 // io_uring backend (Linux, SHOAL_IO_BACKEND=uring): readiness through
-// multishot poll requests on one ring, an eventfd for wakes.
+// multishot poll requests on one ring, a read of an eventfd for wakes
+// (docs/uring.md: step 1 of the completion backend).
 #pragma once
 
 #include <cstdint>
