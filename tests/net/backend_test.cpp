@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "src/runtime/driver/io/backend.hpp"
+#include "support/test_support.hpp"
 #include "src/runtime/driver/io/poll/poll_backend.hpp"
 #include "src/platform/platform.hpp"
 #if defined(SHOAL_HAVE_EPOLL)
@@ -453,20 +453,11 @@ TEST_P(BackendTest, ManyFdsReadyAtOnceAreAllReportedThoughTheyOutnumberTheSlots)
 // machine refuses is driven through the set-up seam (src/runtime/driver/io/uring/ring.hpp).
 class UringFallback : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (const char* v = std::getenv("SHOAL_IO_BACKEND")) saved_env_ = v;
-    ::setenv("SHOAL_IO_BACKEND", "uring", 1);
-  }
   void TearDown() override {
     namespace sys = shoal::detail::sys;
     sys::uring_setup = setup_;
     sys::uring_register = register_;
     sys::uring_disabled_sysctl = sysctl_;
-    if (saved_env_) {
-      ::setenv("SHOAL_IO_BACKEND", saved_env_->c_str(), 1);
-    } else {
-      ::unsetenv("SHOAL_IO_BACKEND");
-    }
   }
   /// The backend make_backend picks, and what it said on stderr.
   static std::pair<std::string, std::string> pick() {
@@ -486,7 +477,7 @@ class UringFallback : public ::testing::Test {
   shoal::detail::sys::UringSetup setup_ = shoal::detail::sys::uring_setup;
   shoal::detail::sys::UringRegister register_ = shoal::detail::sys::uring_register;
   shoal::detail::sys::UringDisabledSysctl sysctl_ = shoal::detail::sys::uring_disabled_sysctl;
-  std::optional<std::string> saved_env_;
+  shoal::test::EnvGuard env_{"SHOAL_IO_BACKEND", "uring"};
 };
 
 TEST_F(UringFallback, ASeccompFilterFallsBackToEpollAndIsNamed) {

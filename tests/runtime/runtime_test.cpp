@@ -48,24 +48,7 @@ TEST(ShoalThreads, RejectsValuesOutsideTheRangeNamingTheVariable) {
   }
 }
 
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~EnvGuard() {
-    if (old_.empty()) {
-      ::unsetenv(name_);
-    } else {
-      ::setenv(name_, old_.c_str(), 1);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-};
+using shoal::test::EnvGuard;
 
 TEST(ShoalThreads, RuntimeUsesTheVariable) {
   EnvGuard env("SHOAL_THREADS", "3");

@@ -81,6 +81,26 @@ inline bool on_libkqueue() {
   return false;
 #endif
 }
+/// Sets an environment variable for a scope and restores what was there.
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~EnvGuard() {
+    if (old_.empty()) {
+      ::unsetenv(name_);
+    } else {
+      ::setenv(name_, old_.c_str(), 1);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+};
+
 /// True where the kernel gives io_uring to the uring backend (else a runtime
 /// asked for SHOAL_IO_BACKEND=uring runs on epoll).
 inline bool io_uring_works() {
