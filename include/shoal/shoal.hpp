@@ -28,4 +28,5 @@
 #include "shoal/net/udp.hpp"
 #include "shoal/signal/signal.hpp"
 #include "shoal/process/process.hpp"
+#include "shoal/fs/file.hpp"
 #include "shoal/sync.hpp"

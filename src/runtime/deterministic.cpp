@@ -121,9 +121,13 @@ void DeterministicExecutor::run(Worker& w) noexcept {
     // event is already in the kernel (a connect would time out at once).
     if (d.poll_io_now() || d.fire_timers()) continue;
     // Auto-advance: nothing can run. Jump to the earliest timer unless
-    // blocking work is in flight (its completion might come "earlier" in
-    // virtual time; the last one to finish unparks us instead).
-    if (d.manual_clock() && in_flight_.load(std::memory_order_seq_cst) == 0 && d.advance_manual_clock()) continue;
+    // blocking work or a kernel operation (io_uring) is in flight (its
+    // completion might come "earlier" in virtual time; the last one to
+    // finish unparks us instead, or the parked driver reaps it).
+    if (d.manual_clock() && in_flight_.load(std::memory_order_seq_cst) == 0 && d.ops_in_flight() == 0 &&
+        d.advance_manual_clock()) {
+      continue;
+    }
     frame_cache_flush_remote();
     w.activity.store(2, std::memory_order_relaxed);
     w.parker.park(d);

@@ -140,6 +140,36 @@ TEST(CheckpointContract, EveryAwaitableThrowsInACancelledScopeWithoutSideEffects
   }
 }
 
+// shoal::fs: every file call but close is a checkpoint, on the blocking
+// pool and (the uring copy of this binary) on the ring; each always waits
+// for the kernel or a pool thread, so it yields too.
+TEST(CheckpointContract, FileCallsThrowInACancelledScopeWithoutSideEffectsAndYield) {
+  shoal::test::Watchdog dog(shoal::test::kWatchdog, "file checkpoint contract");
+  char tmpl[] = "/tmp/shoal-contract-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, made = dir + "/made", data = dir + "/data";
+  const int fd = ::open(data.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, "x", 1, 0), 1);
+  shoal::fs::File file = shoal::fs::File::adopt(fd, data);
+  std::byte b[1] = {std::byte{9}};
+  auto absent = [&] { return ::access(made.c_str(), F_OK) != 0; };
+  auto unchanged = [&] {
+    char c = 0;
+    return b[0] == std::byte{9} && ::pread(fd, &c, 1, 0) == 1 && c == 'x' && ::lseek(fd, 0, SEEK_END) == 1;
+  };
+  shoal::testing::assert_checkpoints("fs::File::create", [&]() -> Task<void> { (void)co_await shoal::fs::File::create(made); }, absent);
+  shoal::testing::assert_checkpoints("fs::File::read_at", [&]() -> Task<void> { (void)co_await file.read_at(b, 0); }, unchanged);
+  shoal::testing::assert_checkpoints("fs::File::write_at", [&]() -> Task<void> { (void)co_await file.write_at(b, 1); }, unchanged);
+  shoal::testing::assert_checkpoints("fs::File::write_all", [&]() -> Task<void> { co_await file.write_all(b, 0); }, unchanged);
+  shoal::testing::assert_checkpoints("fs::File::fsync", [&]() -> Task<void> { co_await file.fsync(); }, unchanged);
+  shoal::testing::assert_checkpoints("fs::read_file", [&]() -> Task<void> { (void)co_await shoal::fs::read_file(data); }, unchanged);
+  shoal::testing::assert_checkpoints("fs::write_file", [&]() -> Task<void> { co_await shoal::fs::write_file(made, b); }, absent);
+  shoal::testing::assert_yields_per_budget("fs::File::read_at", [&]() -> Task<void> { (void)co_await file.read_at(b, 0); });
+  EXPECT_TRUE(file.is_open());
+  (void)std::system(("rm -rf '" + dir + "'").c_str());
+}
+
 // The public checks themselves fail where they should, naming the call.
 TEST(CheckpointChecks, ACallThatIsNoCheckpointHasASideEffectOrNeverYieldsIsNamed) {
   shoal::test::Watchdog dog(shoal::test::kWatchdog, "checkpoint checks");

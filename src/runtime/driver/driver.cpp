@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "shoal/detail/frame_alloc.hpp"
+#include "src/runtime/driver/io/completion.hpp"
 #include "src/runtime/injector.hpp"
 
 namespace shoal::detail {
@@ -54,7 +55,7 @@ void Driver::drive() noexcept {
   reclaim_io();
   io::Event events[64];
   std::size_t n = 0;
-  if (timeout.count() != 0 || io_core_->live.load(std::memory_order_relaxed) != 0) n = backend_wait(timeout, events);
+  if (timeout.count() != 0 || io_waits()) n = backend_wait(timeout, events);
   sleep_until_.store(-1, std::memory_order_seq_cst);
   dispatch_io(events, n);
   fire_timers();
@@ -82,9 +83,7 @@ std::size_t Driver::backend_wait(std::chrono::nanoseconds timeout, std::span<io:
 }
 
 bool Driver::poll_io_now() noexcept {
-  if (io_core_->live.load(std::memory_order_relaxed) == 0 && io_released_.empty()) {
-    return false;
-  }
+  if (!io_waits() && io_released_.empty()) return false;
   if (!try_lock_driver()) return false;
   reclaim_io();
   io::Event events[64];
@@ -135,10 +134,19 @@ void Driver::reclaim_io() noexcept {
   }
 }
 
-void Driver::dispatch_io(const io::Event* events, std::size_t n) noexcept {
+void Driver::dispatch_io(io::Event* events, std::size_t n) noexcept {
   io_events_.store(io_events_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // lock holder only
   TaskBatch batch;
-  io_dispatch(events, n, batch);
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if ((events[i].ready & io::completed) != 0) {
+      batch.push(static_cast<CompletionOp*>(events[i].token)->finish());
+    } else {
+      events[kept++] = events[i];
+    }
+  }
+  if (kept != n) ops_in_flight_.fetch_sub(n - kept, std::memory_order_relaxed);
+  io_dispatch(events, kept, batch);
   schedule_batch(&sched_, batch);
 }
 

@@ -70,6 +70,21 @@ class Driver {
   /// with `token` (which is only compared, never followed).
   void io_rearm(int fd, std::uint32_t interest, const IoSource* token) noexcept;
   const char* backend_name() const noexcept { return backend_->name(); }
+
+  // The completion path (io_uring): operations the kernel runs.
+  bool runs_operations() const noexcept { return backend_->runs_operations(); }
+  /// Hands `op` to the backend (Backend::submit); `cancel_unless` is the
+  /// task whose cancellation, seen by then, cancels it at once (null:
+  /// never). False if the backend could not queue it.
+  bool submit_op(CompletionOp& op, const TaskRecord* cancel_unless) noexcept {
+    ops_in_flight_.fetch_add(1, std::memory_order_relaxed);
+    if (backend_->submit(op, cancel_unless)) return true;
+    ops_in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
+  void cancel_op(const CompletionOp& op) noexcept { backend_->cancel(op); }
+  /// Operations submitted and not yet completed (approximate off the lock).
+  std::size_t ops_in_flight() const noexcept { return ops_in_flight_.load(std::memory_order_relaxed); }
   bool watches_processes() const noexcept { return backend_->watches_processes(); }
 
   // Timers.
@@ -95,7 +110,13 @@ class Driver {
  private:
   /// Lock holder only: frees released sources, hands events to waiters.
   void reclaim_io() noexcept;
-  void dispatch_io(const io::Event* events, std::size_t n) noexcept;
+  /// Completions to their tasks, readiness to the reactor (io_dispatch);
+  /// compacts `events`.
+  void dispatch_io(io::Event* events, std::size_t n) noexcept;
+  /// Whether a wait might report anything: sources, or operations in flight.
+  bool io_waits() const noexcept {
+    return io_core_->live.load(std::memory_order_relaxed) != 0 || ops_in_flight_.load(std::memory_order_relaxed) != 0;
+  }
   /// The backend's wait; aborts with a message if the backend cannot wait.
   std::size_t backend_wait(std::chrono::nanoseconds timeout, std::span<io::Event> out) noexcept;
 
@@ -109,6 +130,7 @@ class Driver {
   shim::atomic<std::uint64_t> turns_{0};
   shim::atomic<std::uint64_t> wakes_{0};
   shim::atomic<std::uint64_t> io_events_{0};     // written under the driver's lock only
+  shim::atomic<std::size_t> ops_in_flight_{0};
   shim::atomic<std::uint64_t> timers_fired_{0};
   // -1: nobody sleeps in the driver; else the deadline it sleeps until.
   shim::atomic<std::int64_t> sleep_until_{-1};

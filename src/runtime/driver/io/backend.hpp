@@ -8,6 +8,11 @@
 #include <memory>
 #include <span>
 
+namespace shoal::detail {
+class CompletionOp;
+struct TaskRecord;
+}  // namespace shoal::detail
+
 namespace shoal::detail::io {
 
 enum Interest : std::uint32_t { readable = 1, writable = 2 };
@@ -19,9 +24,13 @@ inline constexpr std::uint32_t read_closed = 4, write_closed = 8;
 /// The closed bit of each direction in `interest`.
 constexpr std::uint32_t closed(std::uint32_t interest) noexcept { return (interest & (readable | writable)) << 2; }
 
+/// In an Event's `ready`: the token is a CompletionOp whose operation the
+/// kernel finished (its result is stored in it), not a source.
+inline constexpr std::uint32_t completed = 16;
+
 struct Event {
-  void* token;           // what was registered with `add`
-  std::uint32_t ready;   // Interest and closed bits; an error or hang-up sets all
+  void* token;           // what was registered with `add`, or a CompletionOp
+  std::uint32_t ready;   // Interest and closed bits; an error or hang-up sets all; or `completed`
 };
 
 class Backend {
@@ -44,6 +53,21 @@ class Backend {
   /// first attempt reaps it. Throws std::system_error otherwise.
   virtual void add_process(int /*pid*/, void* /*token*/) {}
   virtual void remove_process(int /*pid*/) noexcept {}
+  /// True for a backend that runs operations itself (io_uring): `submit`
+  /// and `cancel` work, and `wait` reports their completions.
+  virtual bool runs_operations() const noexcept { return false; }
+  /// Hands `op` to the kernel; its completion comes out of a later `wait`
+  /// as an Event{&op, completed}, and `op` must live until then. If `f` is
+  /// cancelled by the time it is queued (read under the submission lock, so
+  /// a canceller that came earlier is seen), its cancel is queued behind it.
+  /// False if it could not be queued (the submission queue stayed full:
+  /// the kernel refused to take entries); once queued it is handed over,
+  /// now or (a failed submit leaves it) with the next submit or wait.
+  virtual bool submit(CompletionOp& /*op*/, const TaskRecord* /*f*/) noexcept { return false; }
+  /// Asks the kernel to cancel `op` (it then completes with -ECANCELED, or
+  /// with its result if it had finished). Any thread; handed over before it
+  /// returns, so a later reuse of `op`'s memory cannot be mistaken for it.
+  virtual void cancel(const CompletionOp& /*op*/) noexcept {}
   /// Blocks until an event, a `wake`, or `timeout` (negative: forever).
   /// Returns the number of events written to `out`.
   virtual std::size_t wait(std::chrono::nanoseconds timeout, std::span<Event> out) = 0;

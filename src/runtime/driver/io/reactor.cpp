@@ -220,4 +220,8 @@ std::size_t io_registrations() noexcept {
   detail::TaskRecord* f = detail::current_record();
   return f == nullptr ? 0 : f->sched->driver().io_core()->live.load(std::memory_order_relaxed);
 }
+std::size_t operations_in_flight() noexcept {
+  detail::TaskRecord* f = detail::current_record();
+  return f == nullptr ? 0 : f->sched->driver().ops_in_flight();
+}
 }  // namespace shoal::testing

@@ -31,6 +31,7 @@ class Driver {
   void io_release(IoSource*) noexcept { std::abort(); }
   void io_rearm(int, std::uint32_t, const IoSource*) noexcept {}
   bool watches_processes() const noexcept { return false; }
+  std::size_t ops_in_flight() const noexcept { return 0; }
 };
 
 class Scheduler {

@@ -58,6 +58,11 @@ class Ring {
   /// Hands the kernel every entry taken and not yet consumed (one a failed
   /// submit left goes with the next). The number submitted, or -errno.
   int submit() noexcept;
+  /// True when entries were taken that the kernel has not consumed (a
+  /// failed submit left them).
+  bool unsubmitted() const noexcept {
+    return sq_local_tail_ != std::atomic_ref<unsigned>(*sq_head_).load(std::memory_order_acquire);
+  }
   /// Blocks until a completion is ready or `timeout` passes (negative:
   /// forever). 0, or -errno (-ETIME: the time passed; -EINTR).
   int wait(std::chrono::nanoseconds timeout) noexcept;

@@ -9,6 +9,7 @@
 #if defined(SHOAL_HAVE_URING)
 #include "src/runtime/driver/io/uring/uring_backend.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -20,15 +21,21 @@
 #include <string>
 #include <system_error>
 
+#include "shoal/detail/task_record.hpp"
+#include "src/runtime/driver/io/completion.hpp"
+
 namespace shoal::detail::io {
 namespace {
 
-// User data: a poll's fd and generation (bit 63 clear), or one of these.
+// User data: a poll's fd and generation (bits 63 and 62 clear), an
+// operation's address with bit 62 set (user-space addresses are below it),
+// or one of these.
 constexpr std::uint64_t kInternal = std::uint64_t{1} << 63;
+constexpr std::uint64_t kOperation = std::uint64_t{1} << 62;
 constexpr std::uint64_t kWake = kInternal;           // the read of the wake eventfd
 constexpr std::uint64_t kRemoved = kInternal | 1;    // a cancel's own completion
 constexpr std::uint64_t kProbe = kInternal | 2;      // the set-up's multishot poll
-constexpr std::uint32_t kGenerationMask = 0x7fffffff;
+constexpr std::uint32_t kGenerationMask = 0x3fffffff;
 
 constexpr std::uint32_t kAll = readable | writable | read_closed | write_closed;
 
@@ -59,10 +66,49 @@ std::uint64_t poll_data(int fd, std::uint32_t generation) noexcept {
   return (std::uint64_t{generation & kGenerationMask} << 32) | static_cast<std::uint32_t>(fd);
 }
 
+std::uint64_t op_data(const CompletionOp& op) noexcept { return kOperation | reinterpret_cast<std::uintptr_t>(&op); }
+
+void prepare(io_uring_sqe* sqe, const io::Submission& s) noexcept {
+  sqe->fd = s.fd;
+  sqe->addr = reinterpret_cast<std::uintptr_t>(s.addr);
+  sqe->len = s.len;
+  sqe->off = s.offset;
+  switch (s.op) {
+    case OpCode::read:
+      sqe->opcode = IORING_OP_READ;
+      break;
+    case OpCode::write:
+      sqe->opcode = IORING_OP_WRITE;
+      // Straight to the ring's workers: ext4 refuses a buffered write that
+      // must not block, so the kernel's inline try fails and the write is
+      // punted anyway, and the failed try cost more than the hand-off (4 KiB
+      // writes: 152-164 MiB/s with it, 256-362 without; docs/fs.md).
+      sqe->flags |= IOSQE_ASYNC;
+      break;
+    case OpCode::fsync:
+      sqe->opcode = IORING_OP_FSYNC;
+      break;
+    case OpCode::fdatasync:
+      sqe->opcode = IORING_OP_FSYNC;
+      sqe->fsync_flags = IORING_FSYNC_DATASYNC;
+      break;
+    case OpCode::openat:
+      sqe->opcode = IORING_OP_OPENAT;
+      sqe->fd = AT_FDCWD;
+      sqe->open_flags = s.flags;
+      break;
+    case OpCode::close:
+      sqe->opcode = IORING_OP_CLOSE;
+      break;
+  }
+}
+
 }  // namespace
 
 UringBackend::UringBackend()
-    : ring_(256, 4096, {IORING_OP_POLL_ADD, IORING_OP_ASYNC_CANCEL, IORING_OP_READ},
+    : ring_(256, 4096,
+            {IORING_OP_POLL_ADD, IORING_OP_ASYNC_CANCEL, IORING_OP_READ, IORING_OP_WRITE, IORING_OP_FSYNC,
+             IORING_OP_OPENAT, IORING_OP_CLOSE},
             IORING_FEAT_NODROP | IORING_FEAT_EXT_ARG) {
   // Blocking: the ring's read of it waits (a non-blocking one says EAGAIN).
   wakefd_ = ::eventfd(0, EFD_CLOEXEC);
@@ -139,6 +185,46 @@ io_uring_sqe* UringBackend::take_sqe_locked() {
   return sqe;
 }
 
+io_uring_sqe* UringBackend::try_sqe_locked() noexcept {
+  io_uring_sqe* sqe = ring_.next_sqe();
+  if (sqe == nullptr) {
+    (void)ring_.submit();
+    sqe = ring_.next_sqe();
+  }
+  return sqe;
+}
+
+bool UringBackend::submit(CompletionOp& op, const TaskRecord* f) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  io_uring_sqe* sqe = try_sqe_locked();
+  if (sqe == nullptr) return false;
+  prepare(sqe, op.submission());
+  sqe->user_data = op_data(op);
+  // Read under mu_, after queueing: a canceller whose cancel (under mu_)
+  // came before this found nothing to cancel, and set the flag before.
+  if (f != nullptr && f->cancelled(std::memory_order_seq_cst)) {
+    if (io_uring_sqe* c = try_sqe_locked()) {
+      c->opcode = IORING_OP_ASYNC_CANCEL;
+      c->addr = op_data(op);
+      c->user_data = kRemoved;
+    }
+  }
+  (void)ring_.submit();  // a failure leaves the entries to the next submit or wait
+  return true;
+}
+
+void UringBackend::cancel(const CompletionOp& op) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  // With no entry to be had (the kernel refuses to take any), the operation
+  // runs to its own end: a file operation ends by itself.
+  if (io_uring_sqe* c = try_sqe_locked()) {
+    c->opcode = IORING_OP_ASYNC_CANCEL;
+    c->addr = op_data(op);
+    c->user_data = kRemoved;
+    (void)ring_.submit();
+  }
+}
+
 void UringBackend::submit_locked() {
   if (const int r = ring_.submit(); r < 0) fail("shoal: io_uring_enter(submit)", -r);
 }
@@ -178,6 +264,12 @@ void UringBackend::remove(int fd) noexcept {
 std::size_t UringBackend::wait(std::chrono::nanoseconds timeout, std::span<Event> out) {
   if (!ring_.completions_pending()) {
     if (timeout.count() == 0) return 0;  // a busy worker's poll: no syscall
+    {
+      // Entries a failed submit left (the kernel said EAGAIN or EBUSY) go
+      // now: an operation among them may be what this wait is for.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (ring_.unsubmitted()) (void)ring_.submit();
+    }
     const int r = ring_.wait(timeout);
     if (r < 0 && r != -ETIME && r != -EINTR) fail("shoal: io_uring_enter(wait)", -r);
   } else if (!ring_.completions_ready()) {
@@ -197,6 +289,13 @@ std::size_t UringBackend::wait(std::chrono::nanoseconds timeout, std::span<Event
       return;
     }
     if ((c.user_data & kInternal) != 0) return;  // a cancel's own completion
+    if ((c.user_data & kOperation) != 0) {
+      auto* op = reinterpret_cast<CompletionOp*>(static_cast<std::uintptr_t>(c.user_data & ~kOperation));
+      op->set_result(c.res);
+      fds[count] = -1;
+      out[count++] = Event{op, completed};
+      return;
+    }
     const auto fd = static_cast<std::size_t>(static_cast<std::uint32_t>(c.user_data));
     if (fd >= regs_.size()) return;
     Registration& r = regs_[fd];
@@ -215,7 +314,7 @@ std::size_t UringBackend::wait(std::chrono::nanoseconds timeout, std::span<Event
     fds[count] = static_cast<int>(fd);
     out[count++] = Event{r.token, ready};
   });
-  if (rearmed) (void)ring_.submit();  // a failure leaves them for the next submit
+  if (rearmed || ring_.unsubmitted()) (void)ring_.submit();  // a failure leaves them for the next submit
   return confirm_readable(out.first(count), fds);
 }
 

@@ -24,6 +24,9 @@ class UringBackend final : public Backend {
   const char* name() const noexcept override { return "uring"; }
   void add(int fd, std::uint32_t interest, void* token) override;
   void remove(int fd) noexcept override;
+  bool runs_operations() const noexcept override { return true; }
+  bool submit(CompletionOp& op, const TaskRecord* f) noexcept override;
+  void cancel(const CompletionOp& op) noexcept override;
   std::size_t wait(std::chrono::nanoseconds timeout, std::span<Event> out) override;
   void wake() noexcept override;
 
@@ -44,6 +47,9 @@ class UringBackend final : public Backend {
   void arm_wake_locked();
   /// Queues the cancel of the request whose user data is `data`.
   void cancel_locked(std::uint64_t data);
+  /// A submission entry or null, without throwing (a failed hand-over of a
+  /// full queue leaves it full).
+  io_uring_sqe* try_sqe_locked() noexcept;
   /// A submission entry, handing the queue over first if it is full.
   io_uring_sqe* take_sqe_locked();
   /// Drops the readable bit of the events whose fd (`fds`, by index) is
