@@ -101,6 +101,35 @@ int open_flags(const OpenOptions& o) {
   return flags;
 }
 
+// A read or write of up to `size` bytes at `offset`: how many moved. `path`
+// and the buffer outlive the await (the File's member, the caller's span).
+Task<std::size_t> transfer(int fd, const std::string& path, OpCode op, const void* addr, std::size_t size,
+                           std::uint64_t offset) {
+  const bool read = op == OpCode::read;
+  check_open(fd, read ? "read_at" : "write_at");
+  Submission s;
+  s.op = op;
+  s.fd = fd;
+  s.addr = addr;
+  s.len = static_cast<std::uint32_t>(std::min(size, kMaxTransfer));
+  s.offset = offset;
+  const int r = co_await run(s);
+  if (r < 0) fail(-r, read ? "read of" : "write of", path, offset, true);
+  co_return static_cast<std::size_t>(r);
+}
+
+// fsync or fdatasync of `fd` (`path` names it in errors; both outlive the
+// await: the File's members).
+Task<void> sync(int fd, const std::string& path, OpCode op) {
+  const char* what = op == OpCode::fsync ? "fsync" : "fdatasync";
+  check_open(fd, what);
+  Submission s;
+  s.op = op;
+  s.fd = fd;
+  const int r = co_await run(s);
+  if (r < 0) fail(-r, op == OpCode::fsync ? "fsync of" : "fdatasync of", path, 0, false);
+}
+
 }  // namespace
 
 Task<File> File::open(std::string path, OpenOptions options) {
@@ -141,16 +170,7 @@ File::~File() {
 }
 
 Task<std::size_t> File::read_at(std::span<std::byte> buf, std::uint64_t offset) {
-  check_open(fd_, "read_at");
-  Submission s;
-  s.op = OpCode::read;
-  s.fd = fd_;
-  s.addr = buf.data();
-  s.len = static_cast<std::uint32_t>(std::min(buf.size(), kMaxTransfer));
-  s.offset = offset;
-  const int r = co_await run(s);
-  if (r < 0) fail(-r, "read of", path_, offset, true);
-  co_return static_cast<std::size_t>(r);
+  return transfer(fd_, path_, OpCode::read, buf.data(), buf.size(), offset);
 }
 
 Task<std::size_t> File::read_all(std::span<std::byte> buf, std::uint64_t offset) {
@@ -164,16 +184,7 @@ Task<std::size_t> File::read_all(std::span<std::byte> buf, std::uint64_t offset)
 }
 
 Task<std::size_t> File::write_at(std::span<const std::byte> buf, std::uint64_t offset) {
-  check_open(fd_, "write_at");
-  Submission s;
-  s.op = OpCode::write;
-  s.fd = fd_;
-  s.addr = buf.data();
-  s.len = static_cast<std::uint32_t>(std::min(buf.size(), kMaxTransfer));
-  s.offset = offset;
-  const int r = co_await run(s);
-  if (r < 0) fail(-r, "write of", path_, offset, true);
-  co_return static_cast<std::size_t>(r);
+  return transfer(fd_, path_, OpCode::write, buf.data(), buf.size(), offset);
 }
 
 Task<void> File::write_all(std::span<const std::byte> buf, std::uint64_t offset, std::size_t& written) {
@@ -192,23 +203,9 @@ Task<void> File::write_all(std::span<const std::byte> buf, std::uint64_t offset)
   co_await write_all(buf, offset, written);
 }
 
-Task<void> File::fsync() {
-  check_open(fd_, "fsync");
-  Submission s;
-  s.op = OpCode::fsync;
-  s.fd = fd_;
-  const int r = co_await run(s);
-  if (r < 0) fail(-r, "fsync of", path_, 0, false);
-}
+Task<void> File::fsync() { return sync(fd_, path_, OpCode::fsync); }
 
-Task<void> File::fdatasync() {
-  check_open(fd_, "fdatasync");
-  Submission s;
-  s.op = OpCode::fdatasync;
-  s.fd = fd_;
-  const int r = co_await run(s);
-  if (r < 0) fail(-r, "fdatasync of", path_, 0, false);
-}
+Task<void> File::fdatasync() { return sync(fd_, path_, OpCode::fdatasync); }
 
 Task<void> File::close() {
   check_open(fd_, "close");
