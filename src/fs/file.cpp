@@ -31,7 +31,7 @@ using detail::io::Submission;
 constexpr std::size_t kMaxTransfer = 0x7ffff000;
 
 int blocking_call(const Submission& s) noexcept {
-  long r;
+  long r = -1;
   do {
     switch (s.op) {
       case OpCode::read:
