@@ -36,9 +36,13 @@ for line in sys.stdin:
             os.replace(args["sent_file"] + ".tmp", args["sent_file"])  # whole, never seen half-written
         send({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": "flooded"}]}})
     elif m["method"] == "tools/call" and m["params"]["name"] == "close_stdin":
-        # Takes no more input but lives on, its stdout open.
-        send({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": "closed"}]}})
+        # Takes no more input but lives on, its stdout open. Closed before
+        # the answer: the client sends its next request once it has the
+        # answer, and a request the gateway wrote into the pipe before the
+        # close would be lost unanswered (the TSan leg hit that: a 10 s
+        # timeout instead of the 502).
         os.close(0)
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": "closed"}]}})
         time.sleep(3600)
     else:
         send({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32601, "message": "no such method"}})
