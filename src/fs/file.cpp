@@ -55,6 +55,8 @@ int blocking_call(const Submission& s) noexcept {
         break;
       case OpCode::close:
         return ::close(s.fd) == 0 ? 0 : -errno;  // never retried: the descriptor is gone either way
+      case OpCode::accept:
+        return -EINVAL;  // not a file operation
     }
   } while (r < 0 && errno == EINTR);
   return r < 0 ? -errno : static_cast<int>(r);

@@ -14,6 +14,8 @@
 #include <system_error>
 
 #include "src/runtime/driver/io/async_io.hpp"
+#include "src/runtime/driver/io/completion.hpp"
+#include "src/runtime/scheduler.hpp"
 #include "shoal/scope/timeout.hpp"
 #include "shoal/time/sleep.hpp"
 #include "src/net/peer.hpp"
@@ -22,6 +24,7 @@
 
 namespace shoal::detail::sys {
 Accept accept = platform::accept_connection;
+RingAccepted ring_accepted = nullptr;
 Poll poll = ::poll;
 }  // namespace shoal::detail::sys
 
@@ -332,6 +335,11 @@ Listener& Listener::operator=(Listener&& o) noexcept {
 Listener::~Listener() { close(); }
 
 void Listener::close() noexcept {
+  if (accepting_.load(std::memory_order_acquire)) {
+    // The ring's accept holds the socket: it would wait on, unseen.
+    std::fputs("shoal: a listener was closed while a task was waiting in accept; cancel the task first\n", stderr);
+    std::abort();
+  }
   src_.release();
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
 }
@@ -349,6 +357,9 @@ Task<Stream> Listener::accept(Address& peer) { return accept_into(&peer); }
 
 Task<Stream> Listener::accept_into(Address* peer) {
   if (fd_ < 0) throw std::logic_error("shoal::net::Listener::accept: the listener is closed (or moved from)");
+  if (detail::TaskRecord* f = detail::current_record(); f != nullptr && f->sched->driver().runs_operations()) {
+    return accept_on_ring(peer);
+  }
   auto attempt = [this, peer](detail::IoAttempt& a) -> std::optional<Stream> {
     for (;;) {
       sockaddr_storage ss;
@@ -373,6 +384,41 @@ Task<Stream> Listener::accept_into(Address* peer) {
     }
   };
   return detail::async_io<true>(src_.get(fd_, io::readable), io::readable, std::move(attempt));
+}
+
+// The kernel waits for the connection (it polls the listener itself): no
+// registration, no readiness, one submission per connection. Cancelled,
+// the kernel withdraws the accept; one it completed as the cancel came
+// closes its connection (CompletionOp::await_resume).
+Task<Stream> Listener::accept_on_ring(Address* peer) {
+  struct Accepting {  // Listener::close aborts while it is set
+    std::atomic<bool>& flag;
+    explicit Accepting(std::atomic<bool>& f) noexcept : flag(f) { flag.store(true, std::memory_order_release); }
+    ~Accepting() { flag.store(false, std::memory_order_release); }
+  } accepting{accepting_};
+  std::uint8_t backed_off = 0;
+  for (;;) {
+    sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    io::Submission sub;
+    sub.op = io::OpCode::accept;
+    sub.fd = fd_;
+    sub.addr = peer != nullptr ? &ss : nullptr;
+    sub.addr2 = peer != nullptr ? &len : nullptr;
+    sub.flags = SOCK_NONBLOCK | SOCK_CLOEXEC;
+    detail::CompletionOp op(sub, true);
+    const int r = co_await op;
+    if (detail::sys::ring_accepted != nullptr) detail::sys::ring_accepted(r);
+    if (r >= 0) {
+      if (peer != nullptr) *peer = Address::from_native(reinterpret_cast<sockaddr*>(&ss), len);
+      co_return Stream(r);
+    }
+    const int err = -r;
+    if (err == EINTR || err == ECONNABORTED) continue;
+    if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM) io_error("accept", fd_, err);
+    warn_backing_off(err);  // as the readiness path does: the backlog keeps the connection
+    co_await detail::io_back_off(backed_off);
+  }
 }
 
 void Listener::warn_backing_off(int err) noexcept {

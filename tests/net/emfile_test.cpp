@@ -38,6 +38,7 @@ int counting_accept(int fd, sockaddr* addr, socklen_t* len) {
   g_accept_calls.fetch_add(1, std::memory_order_relaxed);
   return shoal::detail::platform::accept_connection(fd, addr, len);
 }
+void count_ring_accept(int) { g_accept_calls.fetch_add(1, std::memory_order_relaxed); }
 
 /// The next line without its newline; nullopt at end of stream.
 Task<std::optional<std::string>> read_line(Stream& c) {
@@ -68,6 +69,7 @@ Task<std::string> line_starting(Stream& c, std::string_view prefix) {
 TEST(EmfileChild, Serve) {
   if (std::getenv("SHOAL_EMFILE_CHILD") == nullptr) GTEST_SKIP() << "runs as EmfileTest's child process";
   shoal::detail::sys::accept = counting_accept;
+  shoal::detail::sys::ring_accepted = count_ring_accept;  // a uring runtime's accepts
   // One worker, so the checkpoint below runs the signal waiter up to its
   // wait (where it holds its pipe and dup) before the limit is lowered. On
   // two, the other worker could steal it and be preempted past the lowering;

@@ -2,6 +2,7 @@
 // connection costs a registration and a suspended frame, never a thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <span>
@@ -274,10 +275,14 @@ class Listener {
   /// 640 ms, each a checkpoint) and retries, saying so once per listener on
   /// stderr, instead of spinning; ECONNABORTED is retried at once.
   /// Checkpoint: yes; an accept that need not wait yields once per budget
-  ///   after it (the connection is returned even if cancelled then).
+  ///   after it (the connection is returned even if cancelled then). On a
+  ///   uring runtime every accept suspends until the ring completes it.
   /// Cancellation: no connection was taken: a pending one stays in the
   ///   kernel backlog for the next accept. A connection is never accepted and
-  ///   then lost by accept itself.
+  ///   then lost by accept itself, with one exception on a uring runtime
+  ///   (SHOAL_IO_BACKEND=uring), where the kernel runs the accept: one it
+  ///   completed as the cancel arrived is closed (its peer sees the
+  ///   connection end) and Cancelled thrown.
   /// Thread-safety: any task, one accept at a time per listener. Closing the
   ///   listener while a task waits in accept aborts (cancel the task first).
   /// Throws: Cancelled; std::system_error for other accept errors (or if the
@@ -298,9 +303,11 @@ class Listener {
  private:
   void warn_backing_off(int err) noexcept;
   Task<Stream> accept_into(Address* peer);
+  Task<Stream> accept_on_ring(Address* peer);
   int fd_ = -1;
   detail::IoSlot src_;  // registered at the first operation
   bool warned_ = false;
+  std::atomic<bool> accepting_{false};  // an accept is in the ring (close must not come now)
 };
 
 /// Connects to `address` within `timeout` (the whole handshake, under

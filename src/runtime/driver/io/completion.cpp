@@ -8,6 +8,8 @@
 // aimed at it is still on its way.
 #include "src/runtime/driver/io/completion.hpp"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <stdexcept>
 
@@ -34,9 +36,18 @@ bool CompletionOp::start(TaskRecord* f, std::coroutine_handle<> h) noexcept {
 }
 
 int CompletionOp::await_resume() const {
-  if (record_ == nullptr) throw std::logic_error("shoal: file I/O must be awaited from a shoal task");
+  if (record_ == nullptr) throw std::logic_error("shoal: kernel I/O must be awaited from a shoal task");
   if (!submitted_) detail::raise_cancelled();
-  if (result_ == -ECANCELED && cancellable_ && record_->cancelled()) detail::raise_cancelled();
+  if (cancellable_ && record_->cancelled()) {
+    if (result_ == -ECANCELED) detail::raise_cancelled();
+    if (sub_.op == io::OpCode::accept && result_ >= 0) {
+      // It completed while (or after) the cancel was on its way: the
+      // connection has no one to serve it, and a task that was cancelled
+      // must not come back holding something new.
+      ::close(result_);
+      detail::raise_cancelled();
+    }
+  }
   return result_;
 }
 
@@ -64,6 +75,8 @@ const char* CompletionOp::wait_kind() const noexcept {
       return "file open (io_uring)";
     case io::OpCode::close:
       return "file close (io_uring)";
+    case io::OpCode::accept:
+      return "accept (io_uring)";
   }
   return "file I/O (io_uring)";
 }

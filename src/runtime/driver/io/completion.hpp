@@ -15,16 +15,17 @@ namespace shoal::detail {
 
 namespace io {
 
-enum class OpCode : std::uint8_t { read, write, fsync, fdatasync, openat, close };
+enum class OpCode : std::uint8_t { read, write, fsync, fdatasync, openat, close, accept };
 
 /// What to ask of the kernel: the fields of a submission entry, by meaning.
 struct Submission {
   OpCode op = OpCode::read;
   int fd = -1;
-  const void* addr = nullptr;  // the buffer; the path (openat)
+  const void* addr = nullptr;  // the buffer; the path (openat); the peer's sockaddr or null (accept)
+  void* addr2 = nullptr;       // accept: the socklen_t of `addr`
   std::uint32_t len = 0;       // bytes; the mode (openat)
   std::uint64_t offset = 0;
-  std::uint32_t flags = 0;     // open(2) flags (openat)
+  std::uint32_t flags = 0;     // open(2) flags (openat); accept4(2) flags (accept)
 };
 
 }  // namespace io
@@ -36,7 +37,9 @@ struct Submission {
 ///   throws Cancelled); it always suspends, so it needs no budget yield.
 /// Cancellation: the kernel is asked to cancel and the task resumes at the
 ///   operation's own completion: Cancelled if the kernel cancelled it
-///   (nothing was done), else its result (it finished first).
+///   (nothing was done), else its result (it finished first), except an
+///   accept's: the connection it took is closed and Cancelled thrown, since
+///   nobody is left to serve it.
 class CompletionOp final : public WaitHook {
  public:
   CompletionOp(const io::Submission& s, bool cancellable) noexcept : sub_(s), cancellable_(cancellable) {}

@@ -100,6 +100,14 @@ void prepare(io_uring_sqe* sqe, const io::Submission& s) noexcept {
     case OpCode::close:
       sqe->opcode = IORING_OP_CLOSE;
       break;
+    case OpCode::accept:
+      // A listener is non-blocking; the ring still waits for a connection
+      // (it polls the socket itself) rather than say EAGAIN.
+      sqe->opcode = IORING_OP_ACCEPT;
+      sqe->off = reinterpret_cast<std::uintptr_t>(s.addr2);
+      sqe->len = 0;
+      sqe->accept_flags = s.flags;
+      break;
   }
 }
 
@@ -108,7 +116,7 @@ void prepare(io_uring_sqe* sqe, const io::Submission& s) noexcept {
 UringBackend::UringBackend()
     : ring_(256, 4096,
             {IORING_OP_POLL_ADD, IORING_OP_ASYNC_CANCEL, IORING_OP_READ, IORING_OP_WRITE, IORING_OP_FSYNC,
-             IORING_OP_OPENAT, IORING_OP_CLOSE},
+             IORING_OP_OPENAT, IORING_OP_CLOSE, IORING_OP_ACCEPT},
             IORING_FEAT_NODROP | IORING_FEAT_EXT_ARG) {
   // Blocking: the ring's read of it waits (a non-blocking one says EAGAIN).
   wakefd_ = ::eventfd(0, EFD_CLOEXEC);
@@ -169,8 +177,9 @@ void UringBackend::arm_wake_locked() {
   sqe->user_data = kWake;
 }
 
-void UringBackend::cancel_locked(std::uint64_t data) {
-  io_uring_sqe* sqe = take_sqe_locked();
+void UringBackend::cancel_locked(std::uint64_t data) { fill_cancel(take_sqe_locked(), data); }
+
+void UringBackend::fill_cancel(io_uring_sqe* sqe, std::uint64_t data) noexcept {
   sqe->opcode = IORING_OP_ASYNC_CANCEL;
   sqe->addr = data;
   sqe->user_data = kRemoved;
@@ -203,11 +212,7 @@ bool UringBackend::submit(CompletionOp& op, const TaskRecord* f) noexcept {
   // Read under mu_, after queueing: a canceller whose cancel (under mu_)
   // came before this found nothing to cancel, and set the flag before.
   if (f != nullptr && f->cancelled(std::memory_order_seq_cst)) {
-    if (io_uring_sqe* c = try_sqe_locked()) {
-      c->opcode = IORING_OP_ASYNC_CANCEL;
-      c->addr = op_data(op);
-      c->user_data = kRemoved;
-    }
+    if (io_uring_sqe* c = try_sqe_locked()) fill_cancel(c, op_data(op));
   }
   (void)ring_.submit();  // a failure leaves the entries to the next submit or wait
   return true;
@@ -218,9 +223,7 @@ void UringBackend::cancel(const CompletionOp& op) noexcept {
   // With no entry to be had (the kernel refuses to take any), the operation
   // runs to its own end: a file operation ends by itself.
   if (io_uring_sqe* c = try_sqe_locked()) {
-    c->opcode = IORING_OP_ASYNC_CANCEL;
-    c->addr = op_data(op);
-    c->user_data = kRemoved;
+    fill_cancel(c, op_data(op));
     (void)ring_.submit();
   }
 }

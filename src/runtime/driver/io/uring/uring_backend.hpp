@@ -47,6 +47,8 @@ class UringBackend final : public Backend {
   void arm_wake_locked();
   /// Queues the cancel of the request whose user data is `data`.
   void cancel_locked(std::uint64_t data);
+  /// Makes `sqe` the cancel of the request whose user data is `data`.
+  static void fill_cancel(io_uring_sqe* sqe, std::uint64_t data) noexcept;
   /// A submission entry or null, without throwing (a failed hand-over of a
   /// full queue leaves it full).
   io_uring_sqe* try_sqe_locked() noexcept;
