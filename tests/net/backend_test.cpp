@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -531,6 +532,26 @@ TEST_F(UringFallback, AKernelThatLacksAnOperationIsNamed) {
   EXPECT_EQ(name, "epoll");
   EXPECT_NE(said.find("this kernel's io_uring lacks operation " + std::to_string(IORING_OP_POLL_ADD)),
             std::string::npos) << said;
+}
+
+// A kernel from before IORING_SETUP_COOP_TASKRUN (5.19) refuses the flag
+// with EINVAL: the ring is set up without it, and nothing is said.
+TEST_F(UringFallback, AKernelWithoutCooperativeTaskRunStillGetsARing) {
+  static int refused = 0;
+  refused = 0;
+  shoal::detail::sys::uring_setup = [](unsigned entries, io_uring_params* p) {
+    if ((p->flags & IORING_SETUP_COOP_TASKRUN) != 0) {
+      ++refused;
+      errno = EINVAL;
+      return -1;
+    }
+    return static_cast<int>(::syscall(__NR_io_uring_setup, entries, p));
+  };
+  const auto [name, said] = pick();
+  if (said.find("io_uring_setup failed") != std::string::npos) GTEST_SKIP() << "no io_uring here: " << said;
+  EXPECT_EQ(refused, 1) << "the set-up never asked for cooperative task running";
+  EXPECT_EQ(name, "uring");
+  EXPECT_EQ(said, "");
 }
 
 TEST_F(UringFallback, WhereIoUringWorksItIsUsedAndNothingIsSaid) {
