@@ -22,11 +22,6 @@
 
 namespace {
 
-constexpr std::string_view kResponse =
-    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, world!";
-constexpr std::string_view kCloseResponse =
-    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\nConnection: close\r\n\r\nHello, world!";
-
 volatile std::sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
 
@@ -86,19 +81,11 @@ int main(int argc, char** argv) {
         if (r < 0 && errno == EINTR) continue;
         break;
       }
-      bool close = false;
       out.clear();
-      std::size_t start = 0, end;
-      while (!close && (end = in.find("\r\n\r\n", start)) != std::string::npos) {
-        close = std::string_view(in).substr(start, end - start).find("Connection: close") != std::string_view::npos;
-        out.append(close ? kCloseResponse : kResponse);
-        start = end + 4;
-      }
-      in.erase(0, start);
+      bool close = answer_requests(in, out);
       if (!out.empty() && ::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) {
         close = true;  // a hello response always fits the socket buffer; anything else is a reset
       }
-      if (in.empty()) std::string().swap(in);
       if (close || eof || in.size() > 8192) {
         std::string().swap(in);
         ::close(fd);

@@ -230,4 +230,28 @@ inline bool write_all(int fd, std::string_view data) {
   return true;
 }
 
+// ---- the reference servers (epoll_reference, uring_reference) ----------
+
+/// examples/http_server's hello, as the reference servers answer it.
+inline constexpr std::string_view kHelloResponse =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, world!";
+inline constexpr std::string_view kHelloCloseResponse =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\nConnection: close\r\n\r\nHello, world!";
+
+/// Appends to `out` the answer to each complete request at the front of
+/// `in` and erases them, stopping after one that asks to close (true then).
+/// An idle connection's `in` is left holding no buffer.
+inline bool answer_requests(std::string& in, std::string& out) {
+  std::size_t start = 0, end;
+  bool close = false;
+  while (!close && (end = in.find("\r\n\r\n", start)) != std::string::npos) {
+    close = std::string_view(in).substr(start, end - start).find("Connection: close") != std::string_view::npos;
+    out.append(close ? kHelloCloseResponse : kHelloResponse);
+    start = end + 4;
+  }
+  in.erase(0, start);
+  if (in.empty()) std::string().swap(in);
+  return close;
+}
+
 }  // namespace netbench
