@@ -22,26 +22,15 @@
 
 namespace {
 
-volatile std::sig_atomic_t g_stop = 0;
-void on_signal(int) { g_stop = 1; }
-
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace netbench;
   raise_fd_limit();
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
-  std::signal(SIGPIPE, SIG_IGN);
-  sockaddr_in addr = parse_addr(argc > 1 ? argv[1] : "127.0.0.1:0");
-  const int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  int one = 1;
-  ::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) die("bind");
-  if (::listen(ls, 1024) != 0) die("listen");
-  socklen_t len = sizeof addr;
-  ::getsockname(ls, reinterpret_cast<sockaddr*>(&addr), &len);
-  std::printf("listening on 127.0.0.1:%u (plain epoll, 1 thread)\n", ntohs(addr.sin_port));
+  install_stop_signals();
+  unsigned port = 0;
+  const int ls = reference_listener(argc > 1 ? argv[1] : "127.0.0.1:0", SOCK_NONBLOCK, port);
+  std::printf("listening on 127.0.0.1:%u (plain epoll, 1 thread)\n", port);
   std::fflush(stdout);
 
   const int ep = ::epoll_create1(EPOLL_CLOEXEC);
@@ -53,7 +42,7 @@ int main(int argc, char** argv) {
   std::vector<epoll_event> events(256);
   char buf[4096];
   std::string out;
-  while (!g_stop) {
+  while (!stop_requested) {
     const int n = ::epoll_wait(ep, events.data(), static_cast<int>(events.size()), 200);
     for (int i = 0; i < n; ++i) {
       const int fd = events[static_cast<std::size_t>(i)].data.fd;

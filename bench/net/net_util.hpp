@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -231,6 +232,30 @@ inline bool write_all(int fd, std::string_view data) {
 }
 
 // ---- the reference servers (epoll_reference, uring_reference) ----------
+
+/// Set by SIGINT or SIGTERM once install_stop_signals ran: a reference
+/// server's loop ends.
+inline volatile std::sig_atomic_t stop_requested = 0;
+inline void install_stop_signals() {
+  std::signal(SIGINT, [](int) { stop_requested = 1; });
+  std::signal(SIGTERM, [](int) { stop_requested = 1; });
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+/// A reference server's listening socket on `where` (127.0.0.1:port, port 0
+/// picks one), SOCK_CLOEXEC | `flags`, backlog 1024; `port` gets the port.
+inline int reference_listener(const char* where, int flags, unsigned& port) {
+  sockaddr_in addr = parse_addr(where);
+  const int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
+  int one = 1;
+  ::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) die("bind");
+  if (::listen(ls, 1024) != 0) die("listen");
+  socklen_t len = sizeof addr;
+  ::getsockname(ls, reinterpret_cast<sockaddr*>(&addr), &len);
+  port = ntohs(addr.sin_port);
+  return ls;
+}
 
 /// examples/http_server's hello, as the reference servers answer it.
 inline constexpr std::string_view kHelloResponse =

@@ -33,9 +33,6 @@
 
 namespace {
 
-volatile std::sig_atomic_t g_stop = 0;
-void on_signal(int) { g_stop = 1; }
-
 [[noreturn]] void unavailable(const char* what, int err) {
   std::fprintf(stderr, "net_uring_reference: %s: %s\n", what, std::strerror(err));
   std::exit(3);
@@ -167,17 +164,9 @@ struct Conn {
 int main(int argc, char** argv) {
   using namespace netbench;
   raise_fd_limit();
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
-  std::signal(SIGPIPE, SIG_IGN);
-  sockaddr_in addr = parse_addr(argc > 1 ? argv[1] : "127.0.0.1:0");
-  const int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  ::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) die("bind");
-  if (::listen(ls, 1024) != 0) die("listen");
-  socklen_t len = sizeof addr;
-  ::getsockname(ls, reinterpret_cast<sockaddr*>(&addr), &len);
+  install_stop_signals();
+  unsigned port = 0;
+  const int ls = reference_listener(argc > 1 ? argv[1] : "127.0.0.1:0", 0, port);
 
   Ring ring(4096, 65536);
   Buffers bufs(ring.fd());
@@ -240,10 +229,10 @@ int main(int argc, char** argv) {
     ++c.sends;
   };
   arm_accept();
-  std::printf("listening on 127.0.0.1:%u (plain io_uring, 1 thread)\n", ntohs(addr.sin_port));
+  std::printf("listening on 127.0.0.1:%u (plain io_uring, 1 thread)\n", port);
   std::fflush(stdout);
 
-  while (!g_stop) {
+  while (!stop_requested) {
     ring.enter(1);
     bool gave_back = false;
     ring.reap([&](const io_uring_cqe& e) {
